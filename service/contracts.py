@@ -1,0 +1,284 @@
+"""The wire messages: the pydantic models are the source of truth for every topic.
+
+`schemas/` holds their JSON Schema and an AsyncAPI document, generated from these models by
+`crawlstream schemas` and checked by a test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Final, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
+
+SCHEMA_VERSION: Final = 1
+"""The version every message of this module carries; a reader rejects any other."""
+
+DEFAULT_MAX_URLS: Final = 100
+"""URLs per request when the validation context names no other limit."""
+
+MAX_URL_LENGTH: Final = 4096
+"""Longest URL accepted; longer ones are not URLs a browser will load."""
+
+ALLOWED_SCHEMES: Final = frozenset({"http", "https"})
+
+RequestId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+
+
+def utc_now() -> datetime:
+    return datetime.now(tz=UTC)
+
+
+def result_id_for(request_id: str, url: str) -> str:
+    """The deterministic ID of the result of `url` within `request_id` (redeliveries share it)."""
+    return hashlib.sha256(f"{request_id}\n{url}".encode()).hexdigest()[:32]
+
+
+class Format(StrEnum):
+    """What a request asks to get back for each page."""
+
+    MARKDOWN = "markdown"
+    TEXT = "text"
+    HTML = "html"
+    LINKS = "links"
+    METADATA = "metadata"
+    SCREENSHOT = "screenshot"
+
+
+class ResourceType(StrEnum):
+    """Browser resource types a request may block to save time and memory."""
+
+    IMAGE = "image"
+    FONT = "font"
+    MEDIA = "media"
+    STYLESHEET = "stylesheet"
+
+
+DEFAULT_FORMATS: Final = (Format.LINKS, Format.MARKDOWN, Format.METADATA)
+
+
+def _sorted_unique(values: tuple[StrEnum, ...]) -> tuple[StrEnum, ...]:
+    return tuple(sorted(set(values)))
+
+
+class _Untrusted(BaseModel):
+    """Base of messages written by other teams' producers: strict about unknown fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CrawlOptions(_Untrusted):
+    """How each page of a request is fetched and what comes back."""
+
+    formats: tuple[Format, ...] = Field(default=DEFAULT_FORMATS, min_length=1)
+    """Outputs wanted per page."""
+    wait_until: Literal["load", "domcontentloaded", "networkidle"] = "load"
+    """Navigation event to wait for before extracting."""
+    wait_for: Annotated[str, StringConstraints(min_length=1, max_length=1024)] | None = None
+    """CSS selector that must be attached before extracting (catches JavaScript-inserted
+    content); a page where it never appears fails with `timeout`."""
+    timeout_ms: int = Field(default=30_000, ge=100)
+    """Deadline for the whole page (navigation, waits, extraction); the worker clamps it to
+    its `CRAWL_MAX_PAGE_TIMEOUT`."""
+    block_resources: tuple[ResourceType, ...] = ()
+    """Resource types the browser does not load."""
+    screenshot_full_page: bool = False
+    """Capture the full scrollable page instead of the viewport."""
+    respect_robots: bool = False
+    """Skip (result `robots`) URLs that the host's robots.txt disallows."""
+
+    _unique_formats = field_validator("formats", "block_resources")(_sorted_unique)
+
+
+class CrawlRequest(_Untrusted):
+    """A crawl request, produced by users to the requests topic, keyed by `request_id`."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    request_id: RequestId
+    """Chosen by the producer; 1-128 characters of `[A-Za-z0-9._:-]`."""
+    urls: list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL_LENGTH)]] = (
+        Field(min_length=1)
+    )
+    """Absolute http(s) URLs. Duplicates are crawled once. At most `CRAWL_MAX_URLS_PER_REQUEST`."""
+    options: CrawlOptions = CrawlOptions()
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    """Opaque to the service; echoed as `request_metadata` on every result and event."""
+
+    @field_validator("urls")
+    @classmethod
+    def _check_urls(cls, urls: list[str], info: ValidationInfo) -> list[str]:
+        context = info.context if isinstance(info.context, dict) else {}
+        limit = int(context.get("max_urls", DEFAULT_MAX_URLS))
+        if len(urls) > limit:
+            raise ValueError(f"at most {limit} URLs per request, got {len(urls)}")
+        if not context.get("lenient_schemes", False):
+            for url in urls:
+                scheme = urlsplit(url).scheme.lower()
+                if scheme not in ALLOWED_SCHEMES:
+                    raise ValueError(f"only http and https URLs are crawled, got {url!r}")
+        return list(dict.fromkeys(urls))
+
+
+class ErrorCode(StrEnum):
+    """Why a page has no content."""
+
+    TIMEOUT = "timeout"
+    """The page did not finish within its deadline."""
+    HTTP_ERROR = "http_error"
+    """The server answered with status 400 or above."""
+    DNS = "dns"
+    """The host name did not resolve."""
+    CONNECTION = "connection"
+    """The connection was refused, reset or broke off."""
+    TLS = "tls"
+    """The TLS handshake or certificate failed."""
+    BLOCKED = "blocked"
+    """The URL policy forbids the target (scheme, private address)."""
+    ROBOTS = "robots"
+    """robots.txt disallows the URL and the request asked to respect it."""
+    INVALID_URL = "invalid_url"
+    """The URL cannot be parsed or loaded."""
+    BROWSER_CRASH = "browser_crash"
+    """The renderer or the browser died while loading the page."""
+    TOO_LARGE = "too_large"
+    """The page is larger than the worker accepts."""
+    DOWNLOAD = "download"
+    """The URL is a file download, not a page."""
+    INTERNAL = "internal"
+    """A bug in the worker; the message says more."""
+
+
+class PageError(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    code: ErrorCode
+    message: str
+
+
+class Links(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    internal: list[str] = Field(default_factory=list)
+    """Absolute, deduplicated links to the page's own host."""
+    external: list[str] = Field(default_factory=list)
+    """Absolute, deduplicated links to other hosts."""
+
+
+class PageMetadata(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    title: str | None = None
+    description: str | None = None
+    language: str | None = None
+    canonical: str | None = None
+    open_graph: dict[str, str] = Field(default_factory=dict)
+    """`og:*` properties without the prefix, e.g. `{"title": ..., "image": ...}`."""
+
+
+class PageResult(BaseModel):
+    """One page of a request, written by workers to the results topic, keyed by request_id.
+
+    A result larger than the producer's message limit travels as ordered chunks of its JSON
+    (see the README, "Large results"); `crawlstream.client` reassembles them.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    request_id: str
+    result_id: str
+    """sha256(request_id + newline + url), first 32 hex digits: equal across redeliveries."""
+    run_id: str
+    """The processing run that produced this result (a redelivery starts a new run)."""
+    url: str
+    final_url: str | None = None
+    """Where the page ended after redirects."""
+    ok: bool
+    status_code: int | None = None
+    error: PageError | None = None
+    title: str | None = None
+    markdown: str | None = None
+    text: str | None = None
+    html: str | None = None
+    links: Links | None = None
+    metadata: PageMetadata | None = None
+    screenshot: str | None = None
+    """PNG, base64."""
+    truncated: bool = False
+    """Some content was cut at the worker's `CRAWL_MAX_RESULT_BYTES`."""
+    elapsed_ms: int
+    fetched_at: datetime
+    worker: str
+    request_metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class EventType(StrEnum):
+    ACCEPTED = "accepted"
+    PAGE_SUCCEEDED = "page_succeeded"
+    PAGE_FAILED = "page_failed"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+TERMINAL_EVENTS: Final = frozenset(
+    {EventType.COMPLETED, EventType.FAILED, EventType.REJECTED, EventType.CANCELLED,
+     EventType.EXPIRED}
+)
+
+
+class ProgressEvent(BaseModel):
+    """Progress of one run of a request, written to the progress topic, keyed by request_id."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    request_id: str
+    run_id: str
+    seq: int = Field(ge=0)
+    """0, 1, 2, ... within a run, without gaps."""
+    type: EventType
+    total: int = Field(ge=0)
+    succeeded: int = Field(ge=0)
+    failed: int = Field(ge=0)
+    at: datetime
+    worker: str
+    detail: str | None = None
+    url: str | None = None
+    """The page, on page events."""
+    result_id: str | None = None
+    """The page's result, on page events."""
+    request_metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.type in TERMINAL_EVENTS
+
+
+def dump(message: BaseModel) -> bytes:
+    """The wire form of a message: compact JSON in UTF-8."""
+    return message.model_dump_json(exclude_none=False).encode()
+
+
+MESSAGE_MODELS: Final[dict[str, type[BaseModel]]] = {
+    "CrawlRequest": CrawlRequest,
+    "PageResult": PageResult,
+    "ProgressEvent": ProgressEvent,
+}
+
+
+def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema(mode="validation")

@@ -1,0 +1,154 @@
+"""One settings tree, read from the environment (prefix `CRAWL_`) and nowhere else.
+
+Every field's docstring is its documentation: `crawlstream settings` prints the README table
+from them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, ByteSize, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from service.errors import ConfigurationError
+
+ENV_PREFIX = "CRAWL_"
+
+
+def _default_worker_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class Settings(BaseSettings):
+    """Everything a worker, the client and the CLI can be told."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        use_attribute_docstrings=True,
+        extra="ignore",
+        frozen=True,
+    )
+
+    # --- Kafka ---------------------------------------------------------------------------
+    kafka_bootstrap_servers: str = Field(
+        default="127.0.0.1:9092",
+        validation_alias=AliasChoices("CRAWL_KAFKA_BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"),
+    )
+    """Kafka cluster to use (`host:port[,host:port]`); also read unprefixed as
+    `KAFKA_BOOTSTRAP_SERVERS`."""
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
+        "PLAINTEXT"
+    )
+    """How clients talk to the brokers."""
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    """SASL mechanism, with a SASL_* protocol."""
+    kafka_sasl_username: str | None = None
+    """SASL user name."""
+    kafka_sasl_password: SecretStr | None = None
+    """SASL password."""
+    kafka_ssl_cafile: Path | None = None
+    """CA bundle that signs the brokers' certificates (SSL, SASL_SSL)."""
+    kafka_ssl_certfile: Path | None = None
+    """Client certificate for mutual TLS."""
+    kafka_ssl_keyfile: Path | None = None
+    """Private key of the client certificate."""
+    requests_topic: str = "crawl.requests"
+    """Topic the crawl requests arrive on."""
+    results_topic: str = "crawl.results"
+    """Topic one `PageResult` per page goes to."""
+    progress_topic: str = "crawl.progress"
+    """Topic the `ProgressEvent`s go to."""
+    dead_letter_topic: str = "crawl.dead-letter"
+    """Topic that receives requests that cannot be parsed, with headers saying why."""
+    group_id: str = "crawlstream"
+    """Consumer group shared by all worker replicas."""
+    requests_partitions: int = Field(default=12, ge=1)
+    """Partitions of the requests topic when the worker creates it (the replica ceiling)."""
+    output_partitions: int = Field(default=12, ge=1)
+    """Partitions of the results, progress and dead-letter topics when created."""
+    replication_factor: int = Field(default=1, ge=1)
+    """Replication factor of topics the worker creates."""
+    kafka_timeout: timedelta = timedelta(seconds=30)
+    """Deadline for a broker operation (connect, send, commit)."""
+    max_message_bytes: ByteSize = ByteSize(1_000_000)
+    """Largest message the producer sends; larger results go as chunks."""
+    max_request_bytes: ByteSize = ByteSize(1_000_000)
+    """Largest request accepted; larger ones go to the dead letters."""
+
+    # --- Work ----------------------------------------------------------------------------
+    worker_name: str = Field(default_factory=_default_worker_name)
+    """Name of this replica on results, events and logs (default: host name and pid)."""
+    max_urls_per_request: int = Field(default=100, ge=1)
+    """Requests with more URLs are rejected."""
+    max_page_slots: int = Field(default=8, ge=1)
+    """Ceiling of pages rendered at once by one worker."""
+    min_page_slots: int = Field(default=1, ge=1)
+    """Floor of pages rendered at once: a worker always makes progress."""
+    max_requests_in_flight: int = Field(default=64, ge=1)
+    """Requests taken from Kafka and not yet committed, over all partitions."""
+    max_partition_run_ahead: int = Field(default=32, ge=1)
+    """How far past its oldest unfinished request one partition may be read."""
+    max_page_timeout: timedelta = timedelta(seconds=60)
+    """Upper bound on a request's `timeout_ms`."""
+    max_result_bytes: ByteSize = ByteSize(20_000_000)
+    """Hard cap on one page's content; beyond it content is cut and `truncated` is set."""
+    shutdown_grace: timedelta = timedelta(seconds=20)
+    """On SIGTERM, how long in-flight pages may take to finish before they are handed back."""
+
+    # --- Browser -------------------------------------------------------------------------
+    browser_executable: Path | None = None
+    """Chromium to launch; default: Playwright's own build when installed, else `chromium`
+    on PATH."""
+    page_reuse_limit: int = Field(default=50, ge=1)
+    """Navigations after which a pooled page is closed and replaced."""
+    browser_recycle_pages: int = Field(default=2000, ge=1)
+    """Pages after which the browser is drained and replaced by a fresh one."""
+
+    # --- URL policy ----------------------------------------------------------------------
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Comma-separated `host[:port]` entries exempt from the private-address block."""
+    block_private_addresses: bool = True
+    """Block targets that resolve to loopback, private, link-local or reserved addresses."""
+
+    # --- Memory --------------------------------------------------------------------------
+    memory_limit: ByteSize | None = None
+    """Memory budget; the smaller of this and the cgroup limit wins (host memory when
+    neither is set)."""
+
+    # --- Observability -------------------------------------------------------------------
+    metrics_port: int = Field(default=9400, ge=0, le=65535)
+    """Port of `/metrics`, `/healthz` and `/readyz` (0: off)."""
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """Lowest log level written."""
+    log_format: Literal["auto", "json", "console"] = "auto"
+    """`auto`: JSON unless standard error is a terminal."""
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip().lower() for part in value.split(",") if part.strip()]
+        return value
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets `field`."""
+    if field == "kafka_bootstrap_servers":
+        return "KAFKA_BOOTSTRAP_SERVERS"
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the settings, turning a validation error into one line per bad variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = [
+            f"{env_name(str(error['loc'][0]))}: {error['msg']}" for error in exc.errors()
+        ]
+        raise ConfigurationError("; ".join(lines)) from None
