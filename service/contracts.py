@@ -114,6 +114,8 @@ class CrawlRequest(_Untrusted):
     options: CrawlOptions = CrawlOptions()
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     """Opaque to the service; echoed as `request_metadata` on every result and event."""
+    expires_at: datetime | None = None
+    """A run that starts after this instant crawls nothing and ends with `expired`."""
 
     @field_validator("urls")
     @classmethod

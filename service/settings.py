@@ -120,6 +120,23 @@ class Settings(BaseSettings):
     """Memory budget; the smaller of this and the cgroup limit wins (host memory when
     neither is set)."""
 
+    memory_safety_margin: ByteSize = ByteSize(256 * 1024**2)
+    """Headroom kept free beyond the expected cost of the next page."""
+    memory_resume_ratio: float = Field(default=0.70, gt=0, lt=1)
+    """Below this share of the limit, paused partitions may resume and concurrency may grow."""
+    memory_pause_ratio: float = Field(default=0.85, gt=0, lt=1)
+    """At this share of the limit, partitions pause and the page limit is cut."""
+    memory_critical_ratio: float = Field(default=0.92, gt=0, lt=1)
+    """At this share of the limit, no page starts and the newest pages are handed back."""
+    initial_page_cost: ByteSize = ByteSize(150 * 1024**2)
+    """Expected memory per page before any page has been measured."""
+    browser_recycle_growth: ByteSize = ByteSize(512 * 1024**2)
+    """Growth of the browser tree's PSS after which the browser is replaced."""
+    memory_sample_interval: timedelta = timedelta(milliseconds=250)
+    """Time between two memory samples."""
+    memory_governor: bool = True
+    """Admit pages by memory headroom; off: a fixed `CRAWL_MAX_PAGE_SLOTS` (benchmarks only)."""
+
     # --- Observability -------------------------------------------------------------------
     metrics_port: int = Field(default=9400, ge=0, le=65535)
     """Port of `/metrics`, `/healthz` and `/readyz` (0: off)."""

@@ -1,0 +1,1 @@
+"""Crawlstream: a Kafka-native crawl microservice."""

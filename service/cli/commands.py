@@ -1,0 +1,94 @@
+"""The sub-commands; each returns the process exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+from service.broker import LocalBroker
+from service.client import CrawlClient
+from service.contracts import CrawlOptions
+from service.metrics import Metrics
+from service.worker.app import Worker
+
+if TYPE_CHECKING:
+    import argparse
+
+    from service.settings import Settings
+
+
+async def run_worker(_: argparse.Namespace, settings: Settings) -> int:
+    await Worker(settings, Metrics()).run()
+    return 0
+
+
+async def run_broker(args: argparse.Namespace, _: Settings) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with LocalBroker(port=args.port, data_dir=args.data_dir) as broker:
+        print(f"Kafka broker ready at {broker.bootstrap_servers}", flush=True)  # noqa: T201
+        await stop.wait()
+    return 0
+
+
+async def run_submit(args: argparse.Namespace, settings: Settings) -> int:
+    from service.cli.follow_view import follow_json, follow_live  # noqa: PLC0415
+
+    fields: dict[str, object] = {
+        "wait_until": args.wait_until, "wait_for": args.wait_for, "timeout_ms": args.timeout_ms,
+    }
+    if args.formats:
+        fields["formats"] = args.formats
+    options = CrawlOptions.model_validate(fields)
+    async with CrawlClient(settings) as client:
+        request_id = await client.submit(args.urls, options, request_id=args.request_id)
+        if not args.json:
+            print(request_id, flush=True)  # noqa: T201
+        if not args.follow:
+            return 0
+        if args.json:
+            return await follow_json(client, request_id)
+        return await follow_live(client, request_id)
+
+
+async def run_demo(_: argparse.Namespace, settings: Settings) -> int:
+    from service.cli.demo import demo  # noqa: PLC0415
+
+    return await demo(settings)
+
+
+async def run_schemas(args: argparse.Namespace, _: Settings) -> int:
+    from service import schema_export  # noqa: PLC0415
+
+    if args.check:
+        stale = schema_export.differences(args.out)
+        for name in stale:
+            print(f"{args.out / name} differs from the models", file=sys.stderr)  # noqa: T201
+        return 1 if stale else 0
+    for name in schema_export.write(args.out):
+        print(args.out / name)  # noqa: T201
+    return 0
+
+
+async def run_settings(_: argparse.Namespace, __: Settings) -> int:
+    from service.settings_doc import settings_table  # noqa: PLC0415
+
+    print(settings_table())  # noqa: T201
+    return 0
+
+
+async def run_dead_letter(args: argparse.Namespace, settings: Settings) -> int:
+    from service.messaging.replay import replay_dead_letters  # noqa: PLC0415
+
+    count = await replay_dead_letters(
+        settings, partition=args.partition, from_offset=args.from_offset,
+        to_offset=args.to_offset, request_id=args.request_id,
+    )
+    print(f"re-published {count} dead letter(s) to {settings.requests_topic}")  # noqa: T201
+    return 0
+
+

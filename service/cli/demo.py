@@ -1,0 +1,82 @@
+"""`crawlstream demo`: a broker, a worker and the bundled sample site, one request end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from service.broker import LocalBroker
+from service.broker.local import free_port
+from service.cli.follow_view import follow_live
+from service.client import CrawlClient
+from service.contracts import CrawlOptions
+from service.messaging.topics import ensure_topics
+from service.metrics import Metrics
+from service.worker.app import Worker
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from service.settings import Settings
+
+SAMPLE_PAGES = ("index.html", "about.html", "features.html", "backpressure.html", "late.html",
+                "contact.html")
+
+
+@contextlib.asynccontextmanager
+async def sample_site() -> AsyncIterator[str]:
+    """Serve the bundled sample site on 127.0.0.1; yields its base URL."""
+    root = resources.files("service").joinpath("sample_site")
+    with resources.as_file(root) as path:
+        app = web.Application()
+        app.router.add_static("/", path)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def _kafka(settings: Settings) -> AsyncIterator[str]:
+    if "kafka_bootstrap_servers" in settings.model_fields_set:
+        yield settings.kafka_bootstrap_servers
+        return
+    print("Starting a local Kafka broker (the first start resolves its jars with Maven)...")  # noqa: T201
+    async with LocalBroker() as broker:
+        yield broker.bootstrap_servers
+
+
+async def demo(settings: Settings) -> int:
+    async with _kafka(settings) as bootstrap, sample_site() as base_url:
+        host = base_url.removeprefix("http://")
+        settings = settings.model_copy(update={
+            "kafka_bootstrap_servers": bootstrap, "allowed_hosts": [host], "metrics_port": 0,
+        })
+        await ensure_topics(settings)
+        worker = Worker(settings, Metrics())
+        running = asyncio.create_task(worker.run())
+        crawling = asyncio.create_task(_crawl(settings, base_url))
+        try:
+            await asyncio.wait({running, crawling}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            worker.stop()
+            crawling.cancel()
+            await running
+    return crawling.result()
+
+
+async def _crawl(settings: Settings, base_url: str) -> int:
+    urls = [f"{base_url}/{page}" for page in SAMPLE_PAGES]
+    options = CrawlOptions(wait_until="networkidle")
+    async with CrawlClient(settings) as client:
+        request_id = await client.submit(urls, options)
+        print(f"Submitted request {request_id} for {len(urls)} pages of {base_url}")  # noqa: T201
+        return await follow_live(client, request_id)

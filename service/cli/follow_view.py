@@ -1,0 +1,65 @@
+"""How `crawlstream submit --follow` shows a request: a live bar and a table, or raw JSON."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from service.contracts import EventType, PageResult, ProgressEvent
+
+if TYPE_CHECKING:
+    from service.client import CrawlClient
+
+
+async def follow_json(client: CrawlClient, request_id: str) -> int:
+    """One message per line, as on the wire; exit 0 when the request completed."""
+    last: ProgressEvent | None = None
+    async for message in client.follow(request_id):
+        sys.stdout.write(message.model_dump_json() + "\n")
+        sys.stdout.flush()
+        if isinstance(message, ProgressEvent):
+            last = message
+    return 0 if last is not None and last.type == EventType.COMPLETED else 1
+
+
+async def follow_live(client: CrawlClient, request_id: str, console: Console | None = None) -> int:
+    """A progress bar while pages finish, then a summary table of the results."""
+    console = console or Console()
+    results: list[PageResult] = []
+    last: ProgressEvent | None = None
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[detail]}"), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task(request_id, total=None, detail="waiting for a worker")
+        async for message in client.follow(request_id):
+            if isinstance(message, PageResult):
+                results.append(message)
+                continue
+            last = message
+            detail = f"{message.succeeded} ok, {message.failed} failed, {message.type.value}"
+            progress.update(bar, total=message.total or None,
+                            completed=message.succeeded + message.failed, detail=detail)
+    console.print(summary_table(results))
+    if last is not None:
+        console.print(f"[bold]{last.type.value}[/]: {last.succeeded} succeeded, "
+                      f"{last.failed} failed of {last.total} (run {last.run_id[:8]})")
+    return 0 if last is not None and last.type == EventType.COMPLETED else 1
+
+
+def summary_table(results: list[PageResult]) -> Table:
+    table = Table(title="Results")
+    for column in ("URL", "ok", "status", "title", "markdown", "links", "ms", "error"):
+        table.add_column(column)
+    for result in results:
+        links = result.links
+        table.add_row(
+            result.url, "yes" if result.ok else "no", str(result.status_code or "-"),
+            (result.title or "")[:40], f"{len(result.markdown or '')} ch",
+            f"{len(links.internal)}+{len(links.external)}" if links else "-",
+            str(result.elapsed_ms), result.error.code.value if result.error else "",
+        )
+    return table

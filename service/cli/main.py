@@ -1,0 +1,76 @@
+"""`crawlstream` sub-commands: worker, broker, submit, demo, schemas, settings, dead-letter."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from service.contracts import Format
+from service.errors import ConfigurationError, CrawlstreamError
+from service.logs import configure_logging
+from service.settings import load_settings
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="crawlstream", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("worker", help="consume crawl requests until SIGTERM")
+    broker = commands.add_parser("broker", help="run a local single-node Kafka (KRaft)")
+    broker.add_argument("--port", type=int, default=9092)
+    broker.add_argument("--data-dir", type=Path, default=None)
+    submit = commands.add_parser("submit", help="produce a crawl request")
+    submit.add_argument("urls", nargs="+", metavar="URL")
+    submit.add_argument("--follow", action="store_true", help="show progress and results")
+    submit.add_argument("--json", action="store_true", help="print raw messages, one per line")
+    submit.add_argument("--format", dest="formats", action="append",
+                        choices=[f.value for f in Format], help="repeat for several")
+    submit.add_argument("--wait-for", default=None, help="CSS selector to wait for")
+    submit.add_argument("--wait-until", default="load",
+                        choices=["load", "domcontentloaded", "networkidle"])
+    submit.add_argument("--timeout-ms", type=int, default=30_000)
+    submit.add_argument("--request-id", default=None)
+    demo = commands.add_parser("demo", help="broker + worker + sample site + one request")
+    demo.add_argument("--keep-broker", action="store_true", help=argparse.SUPPRESS)
+    schemas = commands.add_parser("schemas", help="write JSON Schemas and AsyncAPI")
+    schemas.add_argument("--out", type=Path, default=Path("schemas"))
+    schemas.add_argument("--check", action="store_true", help="fail when files differ")
+    commands.add_parser("settings", help="print the settings table (Markdown)")
+    dead = commands.add_parser("dead-letter", help="dead-letter tools")
+    dead_commands = dead.add_subparsers(dest="dead_command", required=True)
+    replay = dead_commands.add_parser("replay", help="re-publish dead letters as requests")
+    replay.add_argument("--partition", type=int, default=None)
+    replay.add_argument("--from-offset", type=int, default=0)
+    replay.add_argument("--to-offset", type=int, default=None, help="inclusive")
+    replay.add_argument("--request-id", default=None)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings()
+        configure_logging(settings)
+        code = asyncio.run(_dispatch(args, settings))
+    except ConfigurationError as exc:
+        print(f"crawlstream: configuration error: {exc}", file=sys.stderr)  # noqa: T201
+        code = 2
+    except CrawlstreamError as exc:
+        print(f"crawlstream: {exc}", file=sys.stderr)  # noqa: T201
+        code = 1
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
+
+
+async def _dispatch(args: argparse.Namespace, settings: object) -> int:
+    from service.cli import commands  # noqa: PLC0415 - heavy imports only when needed
+
+    handler = getattr(commands, f"run_{args.command.replace('-', '_')}")
+    result: int = await handler(args, settings)
+    return result

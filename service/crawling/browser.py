@@ -1,0 +1,272 @@
+"""One browser per worker; a context per request; pages pooled within a context.
+
+The browser is replaced without a gap in service after `browser_recycle_pages` pages, on
+request (memory growth) or when it dies: new contexts go to the new browser, and the old
+one closes once its last context has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Self
+
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    Dialog,
+    Page,
+    Playwright,
+    async_playwright,
+)
+from playwright.async_api import Error as PlaywrightError
+
+from service.crawling.launch import CHROMIUM_ARGS, find_executable
+from service.errors import BrowserUnavailableError
+from service.logs import get_logger
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+    from types import TracebackType
+
+    from service.contracts import CrawlOptions
+    from service.settings import Settings
+
+log = get_logger(__name__)
+
+LAUNCH_DEADLINE_S: Final = 60.0
+"""How long Chromium may take to start."""
+
+CLOSE_DEADLINE_S: Final = 10.0
+"""How long closing a page, a context or a browser may take before it is abandoned."""
+
+CONTEXT_DEADLINE_S: Final = 15.0
+"""How long opening a context or a page may take."""
+
+VIEWPORT: Final = {"width": 1280, "height": 800}
+
+
+@dataclass(slots=True, eq=False)
+class _BrowserHandle:
+    browser: Browser
+    generation: int
+    contexts: int = 0
+    pages_served: int = 0
+    retiring: bool = False
+
+    @property
+    def alive(self) -> bool:
+        return self.browser.is_connected()
+
+
+@dataclass(slots=True, eq=False)
+class RequestContext:
+    """A browser context owned by one request; its pages are reused between its URLs."""
+
+    context: BrowserContext
+    handle: _BrowserHandle
+    pool: BrowserPool
+    reuse_limit: int
+    idle: list[Page] = field(default_factory=list)
+    navigations: dict[Page, int] = field(default_factory=dict)
+
+    @property
+    def browser_alive(self) -> bool:
+        return self.handle.alive
+
+    @contextlib.asynccontextmanager
+    async def page(self) -> AsyncIterator[Page]:
+        """A page for one URL; it goes back to the pool only when it was used cleanly."""
+        page = self.idle.pop() if self.idle else await self._new_page()
+        clean = False
+        try:
+            yield page
+            clean = True
+        finally:
+            self.navigations[page] = self.navigations.get(page, 0) + 1
+            self.handle.pages_served += 1
+            if clean and self.navigations[page] < self.reuse_limit and not page.is_closed():
+                self.idle.append(page)
+            else:
+                self.navigations.pop(page, None)
+                await _close(page.close(), "page")
+
+    async def close(self) -> None:
+        await _close(self.context.close(), "context")
+        await self.pool.release(self.handle)
+
+    async def _new_page(self) -> Page:
+        if not self.handle.alive:
+            raise BrowserUnavailableError("the browser has died")
+        try:
+            page = await asyncio.wait_for(self.context.new_page(), CONTEXT_DEADLINE_S)
+        except (PlaywrightError, TimeoutError) as exc:
+            raise BrowserUnavailableError(f"cannot open a page: {exc}") from exc
+        page.on("dialog", _answer_dialog)
+        return page
+
+
+class BrowserPool:
+    """Owns Playwright and the current browser; an async context manager."""
+
+    def __init__(self, settings: Settings, *, proxy_server: str | None = None) -> None:
+        self._settings = settings
+        self._proxy_server = proxy_server
+        self._playwright: Playwright | None = None
+        self._executable: Path | None = None
+        self._current: _BrowserHandle | None = None
+        self._generation = 0
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.restarts = 0
+
+    async def __aenter__(self) -> Self:
+        self._playwright = await async_playwright().start()
+        self._executable = find_executable(self._settings, self._playwright.chromium)
+        await self._ensure_browser()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        handle, self._current = self._current, None
+        if handle is not None:
+            await _close(handle.browser.close(), "browser")
+        if self._playwright is not None:
+            await _close(self._playwright.stop(), "playwright")
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def is_ready(self) -> bool:
+        """A browser is connected (for `/readyz`)."""
+        return self._current is not None and self._current.alive
+
+    async def open_context(self, options: CrawlOptions) -> RequestContext:
+        """A fresh, isolated context for one request's pages; the caller closes it."""
+        handle = await self._ensure_browser()
+        handle.contexts += 1
+        try:
+            context = await self._new_context(handle, options)
+        except BaseException:
+            await self.release(handle)
+            raise
+        return RequestContext(
+            context=context, handle=handle, pool=self, reuse_limit=self._settings.page_reuse_limit
+        )
+
+    async def release(self, handle: _BrowserHandle) -> None:
+        """A context of `handle` closed; a replaced browser closes with its last context."""
+        handle.contexts -= 1
+        await self._close_if_drained(handle)
+
+    def recycle(self, reason: str) -> None:
+        """Start the next context on a fresh browser; the current one drains and closes."""
+        handle = self._current
+        if handle is not None and not handle.retiring:
+            handle.retiring = True
+            log.info("browser.recycling", reason=reason, generation=handle.generation,
+                     pages_served=handle.pages_served)
+
+    async def _ensure_browser(self) -> _BrowserHandle:
+        async with self._lock:
+            handle = self._current
+            if handle is not None and handle.alive and not handle.retiring:
+                if handle.pages_served < self._settings.browser_recycle_pages:
+                    return handle
+                self.recycle("pages")
+            if handle is not None and not handle.alive:
+                log.warning("browser.died", generation=handle.generation)
+            self._current = await self._launch()
+            if handle is not None:
+                self.restarts += 1
+                await self._close_if_drained(handle)
+            return self._current
+
+    async def _launch(self) -> _BrowserHandle:
+        if self._playwright is None:
+            raise BrowserUnavailableError("the browser pool is not started")
+        proxy: Any = (
+            {"server": self._proxy_server, "bypass": "<-loopback>"}
+            if self._proxy_server else None
+        )
+        try:
+            browser = await self._playwright.chromium.launch(
+                executable_path=self._executable, args=list(CHROMIUM_ARGS), headless=True,
+                chromium_sandbox=False, proxy=proxy, timeout=LAUNCH_DEADLINE_S * 1000,
+                handle_sigint=False, handle_sigterm=False, handle_sighup=False,
+            )
+        except PlaywrightError as exc:
+            raise BrowserUnavailableError(f"cannot launch Chromium: {exc}") from exc
+        self._generation += 1
+        log.info("browser.launched", generation=self._generation, version=browser.version)
+        return _BrowserHandle(browser=browser, generation=self._generation)
+
+    async def _new_context(self, handle: _BrowserHandle, options: CrawlOptions) -> BrowserContext:
+        try:
+            context = await asyncio.wait_for(
+                handle.browser.new_context(
+                    viewport=VIEWPORT,  # type: ignore[arg-type]
+                    accept_downloads=False,
+                    service_workers="block",
+                ),
+                CONTEXT_DEADLINE_S,
+            )
+        except (PlaywrightError, TimeoutError) as exc:
+            raise BrowserUnavailableError(f"cannot open a context: {exc}") from exc
+        context.on("page", self._close_popup)
+        if options.block_resources:
+            blocked = {str(kind) for kind in options.block_resources}
+            await context.route("**/*", _blocking_route(blocked))
+        return context
+
+    def _close_popup(self, page: Page) -> None:
+        """Pages the worker did not open (window.open, target=_blank) are closed at once."""
+        task = asyncio.create_task(_close_if_popup(page))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _close_if_drained(self, handle: _BrowserHandle) -> None:
+        if handle is not self._current and handle.contexts == 0:
+            await _close(handle.browser.close(), "browser")
+            log.info("browser.closed", generation=handle.generation)
+
+
+def _blocking_route(blocked: set[str]) -> Any:
+    async def route(route: Any) -> None:
+        if route.request.resource_type in blocked:
+            await route.abort("blockedbyclient")
+        else:
+            await route.continue_()
+
+    return route
+
+
+async def _answer_dialog(dialog: Dialog) -> None:
+    """Leave a page that asks (beforeunload); dismiss alert, confirm and prompt."""
+    with contextlib.suppress(PlaywrightError):
+        if dialog.type == "beforeunload":
+            await dialog.accept()
+        else:
+            await dialog.dismiss()
+
+
+async def _close_if_popup(page: Page) -> None:
+    opener = await asyncio.wait_for(page.opener(), CLOSE_DEADLINE_S)
+    if opener is not None:
+        await _close(page.close(), "popup")
+
+
+async def _close(closing: Any, what: str) -> None:
+    """Close something of the browser's within a deadline; a dead browser is already closed."""
+    try:
+        await asyncio.wait_for(closing, CLOSE_DEADLINE_S)
+    except (PlaywrightError, TimeoutError) as exc:
+        log.debug("browser.close_failed", what=what, error=str(exc))

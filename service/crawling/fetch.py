@@ -1,0 +1,160 @@
+"""Render one URL in a pooled page and turn it into content: every step under one deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+from service.contracts import ErrorCode, Format, Links, PageError, PageMetadata
+from service.crawling.errors import classify_browser_error
+from service.crawling.extraction import extract
+from service.errors import BrowserUnavailableError
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page, Response
+
+    from service.contracts import CrawlOptions
+    from service.crawling.browser import RequestContext
+
+EXTRACTION_SHARE: Final = 0.25
+"""Part of the page deadline kept back for content, extraction and screenshot."""
+
+MIN_STEP_S: Final = 1.0
+"""The least time any browser step is given, even when the deadline is nearly spent."""
+
+HTTP_ERROR_FROM: Final = 400
+
+BLOCKED_HEADER: Final = "x-crawlstream-blocked"
+"""Set by the egress proxy on its 403 for a target the URL policy forbids."""
+
+ERROR_HEADER: Final = "x-crawlstream-error"
+"""Set by the egress proxy when a target could not be resolved or reached."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageContent:
+    """What a page gave, before it becomes a `PageResult`."""
+
+    ok: bool
+    final_url: str | None = None
+    status_code: int | None = None
+    error: PageError | None = None
+    title: str | None = None
+    markdown: str | None = None
+    text: str | None = None
+    html: str | None = None
+    links: Links | None = None
+    metadata: PageMetadata | None = None
+    screenshot: str | None = None
+    truncated: bool = False
+
+
+def failed(code: ErrorCode, message: str, **fields: object) -> PageContent:
+    return PageContent(ok=False, error=PageError(code=code, message=message), **fields)  # type: ignore[arg-type]
+
+
+class _Deadline:
+    def __init__(self, seconds: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._end = self._loop.time() + seconds
+
+    def remaining_s(self) -> float:
+        return max(MIN_STEP_S, self._end - self._loop.time())
+
+    def remaining_ms(self) -> float:
+        return self.remaining_s() * 1000
+
+
+async def fetch_page(
+    context: RequestContext, url: str, options: CrawlOptions, *, timeout_s: float,
+    max_result_bytes: int,
+) -> PageContent:
+    """Render `url` and extract what `options` asks for; a failure becomes a failed result.
+
+    Raises `BrowserUnavailableError` when the browser itself died, so the page is retried.
+    """
+    deadline = _Deadline(timeout_s)
+    try:
+        async with asyncio.timeout(timeout_s * 1.5 + MIN_STEP_S * 5), context.page() as page:
+            return await _render(page, url, options, deadline, max_result_bytes)
+    except BrowserUnavailableError:
+        raise
+    except (PlaywrightTimeoutError, TimeoutError):
+        return failed(ErrorCode.TIMEOUT, f"page did not finish within {timeout_s:.1f} s")
+    except PlaywrightError as exc:
+        if not context.browser_alive:
+            raise BrowserUnavailableError(f"browser died while loading {url}") from exc
+        code, message = classify_browser_error(exc)
+        return failed(code, message)
+
+
+async def _render(
+    page: Page, url: str, options: CrawlOptions, deadline: _Deadline, max_bytes: int
+) -> PageContent:
+    navigation_s = deadline.remaining_s() * (1 - EXTRACTION_SHARE)
+    response = await page.goto(url, wait_until=options.wait_until, timeout=navigation_s * 1000)
+    if options.wait_for:
+        await page.wait_for_selector(
+            options.wait_for, state="attached", timeout=navigation_s * 1000
+        )
+    html = await asyncio.wait_for(page.content(), deadline.remaining_s())
+    screenshot = None
+    if Format.SCREENSHOT in options.formats:
+        shot = await page.screenshot(
+            full_page=options.screenshot_full_page, timeout=deadline.remaining_ms(), type="png"
+        )
+        screenshot = base64.b64encode(shot).decode()
+    return await _content(response, page.url, html, screenshot, options, max_bytes)
+
+
+async def _content(
+    response: Response | None, final_url: str, html: str, screenshot: str | None,
+    options: CrawlOptions, max_bytes: int,
+) -> PageContent:
+    html, cut_html = cut(html, max_bytes)
+    extracted = await asyncio.to_thread(
+        extract, html, base_url=final_url, formats=options.formats
+    )
+    markdown, cut_markdown = cut(extracted.markdown, max_bytes)
+    text, cut_text = cut(extracted.text, max_bytes)
+    too_big_shot = screenshot is not None and len(screenshot) > max_bytes
+    status = response.status if response is not None else None
+    error = await _proxy_error(response)
+    if error is None and status is not None and status >= HTTP_ERROR_FROM:
+        error = PageError(code=ErrorCode.HTTP_ERROR, message=f"HTTP {status}")
+    return PageContent(
+        ok=error is None, final_url=final_url, status_code=status, error=error,
+        title=extracted.title, markdown=markdown, text=text,
+        html=html if Format.HTML in options.formats else None,
+        links=extracted.links, metadata=extracted.metadata,
+        screenshot=None if too_big_shot else screenshot,
+        truncated=cut_html or cut_markdown or cut_text or too_big_shot,
+    )
+
+
+async def _proxy_error(response: Response | None) -> PageError | None:
+    """The egress proxy answers for targets it refused or could not reach, with a header."""
+    if response is None:
+        return None
+    headers = response.headers
+    if BLOCKED_HEADER in headers:
+        return PageError(code=ErrorCode.BLOCKED, message=headers[BLOCKED_HEADER])
+    code = headers.get(ERROR_HEADER)
+    if code in ErrorCode.__members__.values():
+        return PageError(code=ErrorCode(code), message=f"{code} error for {response.url}")
+    return None
+
+
+def cut(value: str | None, max_bytes: int) -> tuple[str | None, bool]:
+    """`value` within `max_bytes` of UTF-8 (cut on a character boundary), and whether it was cut."""
+    if value is None or len(value) * 4 <= max_bytes:
+        return value, False
+    encoded = value.encode()
+    if len(encoded) <= max_bytes:
+        return value, False
+    return encoded[:max_bytes].decode(errors="ignore"), True

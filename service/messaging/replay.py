@@ -1,0 +1,86 @@
+"""`crawlstream dead-letter replay`: put chosen dead letters back on the requests topic."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Final
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from service.messaging.dead_letter import DEAD_LETTER_HEADERS
+from service.messaging.kafka_config import client_options
+from service.messaging.publisher import Publisher
+
+if TYPE_CHECKING:
+    from aiokafka import ConsumerRecord
+
+    from service.settings import Settings
+
+POLL_TIMEOUT_MS: Final = 1000
+
+
+async def replay_dead_letters(
+    settings: Settings, *, partition: int | None = None, from_offset: int = 0,
+    to_offset: int | None = None, request_id: str | None = None,
+) -> int:
+    """Re-publish dead letters (original key, value and headers); returns how many."""
+    consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
+    timeout_s = settings.kafka_timeout.total_seconds()
+    await asyncio.wait_for(consumer.start(), timeout_s)
+    try:
+        await asyncio.wait_for(consumer.topics(), timeout_s)
+        partitions = _partitions(consumer, settings.dead_letter_topic, partition)
+        ends = await consumer.end_offsets(partitions)
+        consumer.assign(partitions)
+        for tp in partitions:
+            consumer.seek(tp, from_offset)
+        async with Publisher(settings) as publisher:
+            count = 0
+            async for record in _records(consumer, ends, to_offset):
+                if request_id is None or _request_id_of(record) == request_id:
+                    headers = [(k, v) for k, v in record.headers if k not in DEAD_LETTER_HEADERS]
+                    await publisher.send_and_wait(
+                        settings.requests_topic, record.key, record.value or b"", headers
+                    )
+                    count += 1
+            return count
+    finally:
+        await asyncio.wait_for(consumer.stop(), timeout_s)
+
+
+def _partitions(
+    consumer: AIOKafkaConsumer, topic: str, only: int | None
+) -> list[TopicPartition]:
+    numbers = consumer.partitions_for_topic(topic) or set()
+    return [TopicPartition(topic, n) for n in sorted(numbers) if only is None or n == only]
+
+
+async def _records(
+    consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int], to_offset: int | None
+) -> object:
+    remaining = {tp for tp, end in ends.items() if end > 0}
+    while remaining:
+        batch = await consumer.getmany(*remaining, timeout_ms=POLL_TIMEOUT_MS)
+        for tp, records in batch.items():
+            for record in records:
+                if record.offset >= ends[tp] or (to_offset is not None and record.offset > to_offset):
+                    remaining.discard(tp)
+                    break
+                yield record
+            else:
+                if await consumer.position(tp) >= ends[tp]:
+                    remaining.discard(tp)
+        for tp in list(remaining):
+            if await consumer.position(tp) >= ends[tp]:
+                remaining.discard(tp)
+
+
+def _request_id_of(record: ConsumerRecord[bytes, bytes]) -> str | None:
+    if record.key is not None:
+        return record.key.decode(errors="replace")
+    try:
+        document = json.loads(record.value or b"")
+    except ValueError:
+        return None
+    return document.get("request_id") if isinstance(document, dict) else None

@@ -1,0 +1,85 @@
+"""Generate `schemas/`: the JSON Schema of each message and an AsyncAPI 3 document.
+
+The AsyncAPI document is produced by FastStream from a broker that only declares the topics:
+the worker's runtime does not go through FastStream (see the README's architecture section).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from faststream.kafka import KafkaBroker
+from faststream.specification import AsyncAPI
+
+from service.contracts import MESSAGE_MODELS, CrawlRequest, PageResult, ProgressEvent, schema_of
+from service.settings import Settings
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+_CHUNKING_NOTE = (
+    "A result larger than the producer's limit is sent as ordered chunks of its JSON with the "
+    "same key. Every chunk carries the headers `crawlstream-chunk` (`index/count`, from 0), "
+    "`crawlstream-chunk-id` (`result_id:run_id`) and `crawlstream-sha256` (of the whole "
+    "value); concatenate the values in index order and check the digest."
+)
+
+_DEAD_LETTER_NOTE = (
+    "The original key, value and headers of a request that could not be parsed, plus the "
+    "headers crawlstream-error-code, crawlstream-error-message, crawlstream-source-topic, "
+    "crawlstream-source-partition, crawlstream-source-offset, crawlstream-worker and "
+    "crawlstream-failed-at."
+)
+
+
+def asyncapi_document(settings: Settings) -> dict[str, Any]:
+    """The AsyncAPI 3.0 description of the service's topics, built by FastStream."""
+    broker = KafkaBroker("localhost:9092")
+
+    @broker.subscriber(settings.requests_topic, group_id=settings.group_id,
+                       title="crawl-requests", description="Crawl requests, keyed by request_id.")
+    @broker.publisher(settings.results_topic, title="crawl-results", schema=PageResult,
+                      description="One PageResult per page, keyed by request_id. "
+                      + _CHUNKING_NOTE)
+    @broker.publisher(settings.progress_topic, title="crawl-progress", schema=ProgressEvent,
+                      description="ProgressEvents of every run, keyed by request_id.")
+    @broker.publisher(settings.dead_letter_topic, title="crawl-dead-letter", schema=bytes,
+                      description=_DEAD_LETTER_NOTE)
+    async def crawl(request: CrawlRequest) -> None:
+        """A worker: renders every URL of the request and publishes results and progress."""
+
+    spec = AsyncAPI(broker, title="Crawlstream", version="1",
+                    description="Kafka-native crawl microservice.")
+    document: dict[str, Any] = spec.to_specification().to_jsonable()
+    return document
+
+
+def rendered_files() -> dict[str, str]:
+    """File name -> content of everything `schemas/` should hold (default topic names)."""
+    settings = Settings.model_construct()
+    files = {
+        f"{name}.schema.json": _json(schema_of(model)) for name, model in MESSAGE_MODELS.items()
+    }
+    files["asyncapi.json"] = _json(asyncapi_document(settings))
+    return files
+
+
+def write(out: Path) -> list[str]:
+    out.mkdir(parents=True, exist_ok=True)
+    files = rendered_files()
+    for name, content in files.items():
+        (out / name).write_text(content)
+    return sorted(files)
+
+
+def differences(out: Path) -> list[str]:
+    """Names of files in `out` that are missing or differ from the models."""
+    return [
+        name for name, content in rendered_files().items()
+        if not (out / name).exists() or (out / name).read_text() != content
+    ]
+
+
+def _json(document: object) -> str:
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,0 +1,135 @@
+"""The worker process: consumer -> admission -> crawl -> publish -> commit."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import TYPE_CHECKING, Final
+
+import structlog
+from aiokafka.errors import KafkaError
+
+from service.crawling.browser import BrowserPool
+from service.crawling.egress_proxy import EgressProxy
+from service.crawling.url_policy import UrlPolicy
+from service.errors import RejectedMessageError, RetryableError
+from service.health import HealthServer
+from service.logs import get_logger
+from service.messaging.consumer import RequestConsumer
+from service.messaging.dead_letter import send_dead_letter
+from service.messaging.publisher import Publisher
+from service.messaging.topics import ensure_topics
+from service.worker.deps import WorkerDeps
+from service.worker.intake import parse_request
+from service.worker.outputs import RunOutputs
+from service.worker.run import RequestRun
+from service.worker.scheduler import FixedGate, PageScheduler
+from service.contracts import EventType
+
+if TYPE_CHECKING:
+    from aiokafka import ConsumerRecord
+
+    from service.metrics import Metrics
+    from service.settings import Settings
+
+log = get_logger(__name__)
+
+RETRY_BACKOFF_S: Final = (1.0, 2.0, 5.0, 10.0, 20.0)
+"""Waits before running a request again after broker trouble; the last one repeats."""
+
+
+class Worker:
+    """Runs until SIGTERM/SIGINT (or `stop()`), then drains, commits and exits cleanly."""
+
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+        self._settings = settings
+        self._metrics = metrics
+        self._consumer: RequestConsumer | None = None
+        self._deps: WorkerDeps | None = None
+        self._stop_requested = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stop_requested.set()
+        if self._consumer is not None:
+            self._consumer.stop()
+
+    async def run(self) -> None:
+        settings = self._settings
+        await ensure_topics(settings)
+        policy = UrlPolicy.from_settings(settings)
+        async with contextlib.AsyncExitStack() as stack:
+            publisher = await stack.enter_async_context(Publisher(settings))
+            proxy = await stack.enter_async_context(EgressProxy(policy))
+            pool = await stack.enter_async_context(
+                BrowserPool(settings, proxy_server=f"http://127.0.0.1:{proxy.port}")
+            )
+            self._deps = WorkerDeps(
+                settings=settings, publisher=publisher, pool=pool, policy=policy,
+                scheduler=PageScheduler(FixedGate(settings.max_page_slots)),
+                metrics=self._metrics,
+            )
+            self._consumer = RequestConsumer(settings, self._handle, self._metrics)
+            await stack.enter_async_context(
+                HealthServer(self._metrics, settings.metrics_port, self._readiness)
+            )
+            self._install_signals()
+            if self._stop_requested.is_set():
+                self._consumer.stop()
+            log.info("worker.started", worker=settings.worker_name, group=settings.group_id,
+                     topic=settings.requests_topic)
+            await self._consumer.run()
+        log.info("worker.stopped", worker=settings.worker_name)
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop)
+
+    async def _readiness(self) -> dict[str, bool]:
+        consumer, deps = self._consumer, self._deps
+        return {
+            "broker": consumer is not None and await consumer.broker_reachable(),
+            "browser": deps is not None and deps.pool.is_ready(),
+        }
+
+    async def _handle(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        deps = self._require_deps()
+        try:
+            request = parse_request(record.value, self._settings)
+        except RejectedMessageError as exc:
+            await self._reject(record, exc)
+            return
+        with structlog.contextvars.bound_contextvars(request_id=request.request_id):
+            for attempt in range(1_000_000):
+                try:
+                    await RequestRun(deps, request).execute()
+                except (RetryableError, KafkaError, TimeoutError) as exc:
+                    delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
+                    log.warning("request.retrying", error=repr(exc), delay_s=delay)
+                    await asyncio.sleep(delay)
+                else:
+                    return
+
+    async def _reject(self, record: ConsumerRecord[bytes, bytes], exc: RejectedMessageError) -> None:
+        deps = self._require_deps()
+        log.warning("request.rejected", code=exc.code, message=exc.message,
+                    request_id=exc.request_id)
+        await send_dead_letter(deps.publisher, self._settings, record, exc)
+        self._metrics.dead_letters.labels(exc.code).inc()
+        if exc.request_id is not None:
+            outputs = RunOutputs(deps.publisher, self._settings, request_id=exc.request_id,
+                                 run_id=uuid_hex(), total=0, request_metadata={})
+            await outputs.event(EventType.REJECTED, detail=f"{exc.code}: {exc.message}")
+            await outputs.acknowledged()
+
+    def _require_deps(self) -> WorkerDeps:
+        if self._deps is None:
+            raise RuntimeError("the worker is not running")
+        return self._deps
+
+
+def uuid_hex() -> str:
+    import uuid  # noqa: PLC0415
+
+    return uuid.uuid4().hex

@@ -1,0 +1,24 @@
+"""What a request run needs from the worker, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from service.crawling.browser import BrowserPool
+    from service.crawling.url_policy import UrlPolicy
+    from service.messaging.publisher import Publisher
+    from service.metrics import Metrics
+    from service.settings import Settings
+    from service.worker.scheduler import PageScheduler
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerDeps:
+    settings: Settings
+    publisher: Publisher
+    pool: BrowserPool
+    scheduler: PageScheduler
+    policy: UrlPolicy
+    metrics: Metrics

@@ -1,0 +1,67 @@
+"""Turn a record of the requests topic into a `CrawlRequest`, or say exactly why not."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Final
+
+from pydantic import ValidationError
+
+from service.contracts import SCHEMA_VERSION, CrawlRequest
+from service.errors import RejectedMessageError
+
+if TYPE_CHECKING:
+    from service.settings import Settings
+
+_REQUEST_ID: Final = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+MAX_ERROR_MESSAGE: Final = 1000
+"""Longest error message put in a dead letter's headers."""
+
+
+def parse_request(value: bytes | None, settings: Settings) -> CrawlRequest:
+    """The request in `value`; raises `RejectedMessageError` with a code and a message."""
+    if value is None:
+        raise RejectedMessageError("empty", "the message has no value")
+    if len(value) > settings.max_request_bytes:
+        raise RejectedMessageError(
+            "too_large", f"{len(value)} bytes, more than {settings.max_request_bytes}")
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RejectedMessageError("not_utf8", str(exc)) from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RejectedMessageError("not_json", str(exc)) from None
+    if not isinstance(document, dict):
+        raise RejectedMessageError("not_object", f"a JSON {type(document).__name__}, not an object")
+    request_id = _readable_id(document)
+    version = document.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise RejectedMessageError(
+            "unsupported_schema_version", f"schema_version {version!r}, this worker reads "
+            f"{SCHEMA_VERSION}", request_id)
+    try:
+        return CrawlRequest.model_validate(
+            document,
+            context={"max_urls": settings.max_urls_per_request, "lenient_schemes": True},
+        )
+    except ValidationError as exc:
+        raise RejectedMessageError("invalid_request", _describe(exc), request_id) from None
+
+
+def _readable_id(document: dict[str, object]) -> str | None:
+    candidate = document.get("request_id")
+    if isinstance(candidate, str) and _REQUEST_ID.match(candidate):
+        return candidate
+    return None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = [
+        f"{'.'.join(str(part) for part in error['loc']) or 'request'}: {error['msg']}"
+        for error in exc.errors()
+    ]
+    return "; ".join(parts)[:MAX_ERROR_MESSAGE]

@@ -1,0 +1,170 @@
+"""One run of one request: every URL gets exactly one result, then one terminal event."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
+
+from aiokafka.errors import KafkaError
+
+from service.contracts import ErrorCode, EventType, PageResult, result_id_for, utc_now
+from service.crawling.fetch import PageContent, failed, fetch_page
+from service.crawling.url_policy import BlockedUrlError, UnresolvableHostError
+from service.errors import BrowserUnavailableError, RetryableError
+from service.logs import get_logger
+from service.worker.outputs import RunOutputs
+
+if TYPE_CHECKING:
+    from service.contracts import CrawlRequest
+    from service.crawling.browser import RequestContext
+    from service.worker.deps import WorkerDeps
+
+log = get_logger(__name__)
+
+BROWSER_ATTEMPTS: Final = 3
+"""Tries per page when the browser dies under it; then the page fails `browser_crash`."""
+
+DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+class RequestRun:
+    """Crawls the URLs of one request through the shared page slots, publishing as it goes."""
+
+    def __init__(self, deps: WorkerDeps, request: CrawlRequest) -> None:
+        self._deps = deps
+        self._request = request
+        self.run_id = uuid.uuid4().hex
+        self._outputs = RunOutputs(
+            deps.publisher, deps.settings, request_id=request.request_id, run_id=self.run_id,
+            total=len(request.urls), request_metadata=request.metadata,
+        )
+        self._context: RequestContext | None = None
+        self._context_lock = asyncio.Lock()
+        self._published: set[str] = set()
+        self._timeout_s = min(
+            request.options.timeout_ms / 1000, deps.settings.max_page_timeout.total_seconds()
+        )
+
+    async def execute(self) -> None:
+        """Run to the terminal event and wait until all of it is acknowledged."""
+        expires_at = self._request.expires_at
+        if expires_at is not None and expires_at <= utc_now():
+            await self._finish(EventType.EXPIRED, f"expired at {expires_at.isoformat()}")
+            return
+        await self._outputs.event(EventType.ACCEPTED)
+        try:
+            await self._crawl_all()
+        except Exception as exc:  # loop boundary: the request fails, the worker goes on
+            if _is_retryable(exc):
+                raise
+            log.exception("request.failed")
+            await self._fail_remaining(exc)
+            await self._finish(EventType.FAILED, f"{type(exc).__name__}: {exc}")
+            return
+        finally:
+            await self._close_context()
+        await self._finish(EventType.COMPLETED, None)
+
+    async def _crawl_all(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            pages = [group.create_task(self._page(url)) for url in self._request.urls]
+            for finished in asyncio.as_completed(pages):
+                await self._publish(await finished)
+
+    async def _publish(self, result: PageResult) -> None:
+        await self._outputs.result(result)
+        self._published.add(result.url)
+        outcome = "ok" if result.ok else (result.error.code if result.error else "failed")
+        self._deps.metrics.pages.labels(str(outcome)).inc()
+
+    async def _finish(self, kind: EventType, detail: str | None) -> None:
+        await self._outputs.event(kind, detail=detail)
+        await self._outputs.acknowledged()
+        self._deps.metrics.requests.labels(kind.value).inc()
+        log.info("request.finished", outcome=kind.value, total=self._outputs.total,
+                 succeeded=self._outputs.succeeded, failed=self._outputs.failed)
+
+    async def _fail_remaining(self, exc: Exception) -> None:
+        for url in self._request.urls:
+            if url not in self._published:
+                content = failed(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+                await self._publish(self._result(url, content, time.monotonic()))
+
+    async def _page(self, url: str) -> PageResult:
+        started = time.monotonic()
+        content = await self._check_policy(url)
+        if content is None:
+            content = await self._deps.scheduler.run(lambda: self._render(url))
+        result = self._result(url, content, started)
+        self._deps.metrics.page_seconds.observe(time.monotonic() - started)
+        log.debug("page.fetched", url=url, ok=result.ok, status=result.status_code)
+        return result
+
+    async def _check_policy(self, url: str) -> PageContent | None:
+        policy = self._deps.policy
+        try:
+            policy.check_url(url)
+            parts = urlsplit(url)
+            port = parts.port or DEFAULT_PORTS[parts.scheme.lower()]
+            await policy.resolve_and_check(parts.hostname or "", port)
+        except BlockedUrlError as exc:
+            return failed(ErrorCode.BLOCKED, str(exc))
+        except UnresolvableHostError as exc:
+            return failed(ErrorCode.DNS, str(exc))
+        except ValueError as exc:
+            return failed(ErrorCode.INVALID_URL, str(exc))
+        return None
+
+    async def _render(self, url: str) -> PageContent:
+        settings = self._deps.settings
+        self._deps.metrics.pages_in_flight.inc()
+        try:
+            for _attempt in range(BROWSER_ATTEMPTS):
+                try:
+                    context = await self._open_context()
+                    return await fetch_page(
+                        context, url, self._request.options, timeout_s=self._timeout_s,
+                        max_result_bytes=int(settings.max_result_bytes),
+                    )
+                except BrowserUnavailableError as exc:
+                    log.warning("page.browser_lost", url=url, error=str(exc))
+                    self._deps.metrics.page_retries.labels("browser").inc()
+                    last = exc
+            return failed(ErrorCode.BROWSER_CRASH, str(last))
+        finally:
+            self._deps.metrics.pages_in_flight.dec()
+
+    async def _open_context(self) -> RequestContext:
+        async with self._context_lock:
+            if self._context is None or not self._context.browser_alive:
+                await self._close_context()
+                self._context = await self._deps.pool.open_context(self._request.options)
+            return self._context
+
+    async def _close_context(self) -> None:
+        context, self._context = self._context, None
+        if context is not None:
+            await context.close()
+
+    def _result(self, url: str, content: PageContent, started: float) -> PageResult:
+        request = self._request
+        return PageResult(
+            request_id=request.request_id, result_id=result_id_for(request.request_id, url),
+            run_id=self.run_id, url=url, final_url=content.final_url, ok=content.ok,
+            status_code=content.status_code, error=content.error, title=content.title,
+            markdown=content.markdown, text=content.text, html=content.html,
+            links=content.links, metadata=content.metadata, screenshot=content.screenshot,
+            truncated=content.truncated, elapsed_ms=int((time.monotonic() - started) * 1000),
+            fetched_at=utc_now(), worker=self._deps.settings.worker_name,
+            request_metadata=request.metadata,
+        )
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    """Broker trouble is not the request's fault: the whole request is run again."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_is_retryable(inner) for inner in exc.exceptions)
+    return isinstance(exc, RetryableError | KafkaError | TimeoutError)

@@ -1,0 +1,68 @@
+"""Shared fixtures: the real broker (session), the local test site, per-test topics."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+from harness import Topics, WorkerProcess, collecting
+from testsite import serve
+
+from service.broker import LocalBroker
+from service.messaging.topics import ensure_topics
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+    from pathlib import Path
+
+    from testsite import TestSite
+
+
+@pytest.fixture(scope="session")
+async def kafka() -> AsyncIterator[str]:
+    """Bootstrap servers of a real broker: `KAFKA_BOOTSTRAP_SERVERS`, else one started here."""
+    existing = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if existing:
+        yield existing
+        return
+    async with LocalBroker() as broker:
+        yield broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+async def site() -> AsyncIterator[TestSite]:
+    async with serve() as running:
+        yield running
+
+
+@pytest.fixture
+async def topics(kafka: str, site: TestSite) -> Topics:
+    """Topics and a group of this test's own; the test site is allowlisted."""
+    made = Topics(bootstrap=kafka, extra_env={"CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{site.port}"})
+    await ensure_topics(made.settings())
+    return made
+
+
+@pytest.fixture
+async def collector(topics: Topics) -> AsyncIterator[object]:
+    async with collecting(topics) as running:
+        yield running
+
+
+@pytest.fixture
+async def start_worker(
+    topics: Topics, tmp_path: Path
+) -> AsyncIterator[Callable[..., Awaitable[WorkerProcess]]]:
+    """Starts `crawlstream worker` processes for this test; all are stopped afterwards."""
+    started: list[WorkerProcess] = []
+
+    async def start(name: str = "w1", **env: str) -> WorkerProcess:
+        worker = WorkerProcess(topics.env(**env), tmp_path / f"{name}.log", name)
+        started.append(worker)
+        await worker.start()
+        return worker
+
+    yield start
+    for worker in started:
+        await worker.close()

@@ -1,0 +1,37 @@
+"""Per-application state of the test site: request counts and flaky-route attempts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from aiohttp.typedefs import Handler
+
+HITS = web.AppKey("hits", Counter[str])
+"""Requests received per path, counted before routing so 404s count too."""
+
+FLAKY_ATTEMPTS = web.AppKey("flaky_attempts", Counter[str])
+"""Requests received per `/flaky/{key}` key."""
+
+
+def install(app: web.Application) -> None:
+    """Give `app` fresh counters and the middleware that counts every request."""
+    app[HITS] = Counter()
+    app[FLAKY_ATTEMPTS] = Counter()
+    app.middlewares.append(count_hits)
+
+
+@web.middleware
+async def count_hits(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Count the request under its path, then let it through."""
+    request.app[HITS][request.path] += 1
+    return await handler(request)
+
+
+def reset(app: web.Application) -> None:
+    """Forget every count, including the request that asked for the reset."""
+    app[HITS].clear()
+    app[FLAKY_ATTEMPTS].clear()

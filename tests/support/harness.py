@@ -1,0 +1,205 @@
+"""Integration-test plumbing: worker processes, unique topics, collecting output messages."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from service.contracts import PageResult, ProgressEvent
+from service.messaging.chunks import Reassembler
+from service.settings import Settings
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
+WORKER_START_DEADLINE_S = 90.0
+
+
+@dataclass
+class Topics:
+    """A test's own topics and group, and the environment a worker needs for them."""
+
+    bootstrap: str
+    prefix: str = field(default_factory=lambda: f"t{uuid.uuid4().hex[:10]}")
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def requests(self) -> str:
+        return f"{self.prefix}.requests"
+
+    @property
+    def results(self) -> str:
+        return f"{self.prefix}.results"
+
+    @property
+    def progress(self) -> str:
+        return f"{self.prefix}.progress"
+
+    @property
+    def dead_letter(self) -> str:
+        return f"{self.prefix}.dead-letter"
+
+    def env(self, **overrides: str) -> dict[str, str]:
+        base = {
+            "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
+            "CRAWL_REQUESTS_TOPIC": self.requests,
+            "CRAWL_RESULTS_TOPIC": self.results,
+            "CRAWL_PROGRESS_TOPIC": self.progress,
+            "CRAWL_DEAD_LETTER_TOPIC": self.dead_letter,
+            "CRAWL_GROUP_ID": f"{self.prefix}-group",
+            "CRAWL_REQUESTS_PARTITIONS": "4",
+            "CRAWL_OUTPUT_PARTITIONS": "4",
+            "CRAWL_METRICS_PORT": "0",
+            "CRAWL_LOG_FORMAT": "json",
+            "CRAWL_SHUTDOWN_GRACE": "20",
+        }
+        return base | self.extra_env | overrides
+
+    def settings(self, **overrides: Any) -> Settings:
+        env = self.env()
+        values = {
+            "kafka_bootstrap_servers": env["KAFKA_BOOTSTRAP_SERVERS"],
+            "requests_topic": self.requests, "results_topic": self.results,
+            "progress_topic": self.progress, "dead_letter_topic": self.dead_letter,
+            "group_id": env["CRAWL_GROUP_ID"], "requests_partitions": 4,
+            "output_partitions": 4, "metrics_port": 0,
+        }
+        return Settings(**(values | overrides))
+
+
+class WorkerProcess:
+    """`crawlstream worker` as a child process with its own log file."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, name: str) -> None:
+        self.env = os.environ | env | {"CRAWL_WORKER_NAME": name}
+        self.log_path = log_path
+        self.name = name
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self.log_file = self.log_path.open("ab")
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "service", "worker", env=self.env,
+            stdout=self.log_file, stderr=self.log_file,
+        )
+        await self.wait_for_log("worker.started", WORKER_START_DEADLINE_S)
+
+    def events(self) -> list[dict[str, Any]]:
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        found = []
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                found.append(json.loads(line))
+        return found
+
+    async def wait_for_log(self, event: str, deadline_s: float) -> dict[str, Any]:
+        async with asyncio.timeout(deadline_s):
+            while True:
+                for entry in self.events():
+                    if entry.get("event") == event:
+                        return entry
+                if self.process is not None and self.process.returncode is not None:
+                    raise AssertionError(f"{self.name} exited: {self.log_path.read_text()[-3000:]}")
+                await asyncio.sleep(0.2)
+
+    async def terminate(self, deadline_s: float = 60.0) -> int:
+        assert self.process is not None
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
+        return await asyncio.wait_for(self.process.wait(), deadline_s)
+
+    async def kill(self) -> None:
+        assert self.process is not None
+        if self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+
+    async def close(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            await self.kill()
+        self.log_file.close()
+
+
+@dataclass
+class Collected:
+    results: list[tuple[PageResult, int]] = field(default_factory=list)
+    events: list[tuple[ProgressEvent, int]] = field(default_factory=list)
+    keys: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+
+    def terminal(self, request_id: str) -> list[ProgressEvent]:
+        return [e for e, _ in self.events if e.request_id == request_id and e.is_terminal]
+
+    def results_of(self, request_id: str) -> list[PageResult]:
+        return [r for r, _ in self.results if r.request_id == request_id]
+
+    def events_of(self, request_id: str) -> list[ProgressEvent]:
+        return [e for e, _ in self.events if e.request_id == request_id]
+
+
+class Collector:
+    """Reads the results and progress topics from the beginning in the background."""
+
+    def __init__(self, topics: Topics) -> None:
+        self.topics = topics
+        self.seen = Collected()
+        self._chunks = Reassembler()
+
+    async def run(self) -> None:
+        consumer = AIOKafkaConsumer(
+            self.topics.results, self.topics.progress, bootstrap_servers=self.topics.bootstrap,
+            auto_offset_reset="earliest", enable_auto_commit=False, group_id=None,
+            metadata_max_age_ms=1000,
+        )
+        await consumer.start()
+        try:
+            async for record in consumer:
+                self._take(record)
+        finally:
+            await consumer.stop()
+
+    def _take(self, record: Any) -> None:
+        key = record.key.decode()
+        self.seen.keys.setdefault(key, set()).add((record.topic, record.partition))
+        if record.topic == self.topics.progress:
+            self.seen.events.append((ProgressEvent.model_validate_json(record.value), record.partition))
+            return
+        whole = self._chunks.add(record.value, list(record.headers))
+        if whole is not None:
+            self.seen.results.append((PageResult.model_validate_json(whole), record.partition))
+
+    async def wait_until(self, condition: Callable[[Collected], bool], deadline_s: float) -> None:
+        async with asyncio.timeout(deadline_s):
+            while not condition(self.seen):
+                await asyncio.sleep(0.2)
+
+
+@contextlib.asynccontextmanager
+async def collecting(topics: Topics) -> AsyncIterator[Collector]:
+    collector = Collector(topics)
+    task = asyncio.create_task(collector.run())
+    try:
+        yield collector
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def produce(topics: Topics, messages: list[tuple[bytes | None, bytes | None]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, acks="all")
+    await producer.start()
+    try:
+        for key, value in messages:
+            await producer.send_and_wait(topics.requests, value, key=key)
+    finally:
+        await producer.stop()

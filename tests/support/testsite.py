@@ -1,0 +1,71 @@
+"""A local website for integration tests and benchmarks, with a hit counter beside it.
+
+`serve()` runs the site on a free port; `hit_counter()` runs a listener that counts
+connections, to prove the URL policy lets nothing through.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import _hostile
+import _routes
+import _state
+from _hitcounter import HitCounter, hit_counter
+from aiohttp import web
+from yarl import URL
+
+if TYPE_CHECKING:
+    from collections import Counter
+    from collections.abc import AsyncIterator
+
+__all__ = ["HitCounter", "TestSite", "build_app", "hit_counter", "serve"]
+
+SHUTDOWN_TIMEOUT_SECONDS = 1.0
+"""How long stopping waits for open requests (a trickle never ends) before cancelling them."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TestSite:
+    """A running test site: where it listens and what it has been asked for."""
+
+    __test__: ClassVar[bool] = False  # not a pytest test class despite the name
+
+    base_url: str
+    port: int
+    hits: Counter[str]
+
+    def url(self, path: str) -> str:
+        """The absolute URL of `path` (which starts with `/`, and may carry a query)."""
+        return self.base_url + path
+
+
+def build_app() -> web.Application:
+    """The test site's application, with fresh counters."""
+    app = web.Application()
+    _state.install(app)
+    app.add_routes(_routes.ROUTES)
+    app.add_routes(_hostile.ROUTES)
+    return app
+
+
+@asynccontextmanager
+async def serve(host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[TestSite]:
+    """Run the test site on `host`:`port` (0 picks a free port) until the block exits.
+
+    A client that hangs up cancels its request handler quietly.
+    """
+    app = build_app()
+    runner = web.AppRunner(
+        app, handler_cancellation=True, shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS
+    )
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+        bound = runner.addresses[0][1]
+        base_url = str(URL.build(scheme="http", host=host, port=bound))
+        yield TestSite(base_url=base_url, port=bound, hits=app[_state.HITS])
+    finally:
+        await runner.cleanup()
