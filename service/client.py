@@ -1,7 +1,7 @@
 """The users' side: submit a crawl request, follow its progress and results.
 
-    async with CrawlClient(settings) as client:
-        results = await client.crawl(["https://example.com/"])
+async with CrawlClient(settings) as client:
+    results = await client.crawl(["https://example.com/"])
 """
 
 from __future__ import annotations
@@ -60,24 +60,33 @@ class CrawlClient:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await self._publisher.__aexit__(exc_type, exc, tb)
 
     async def submit(
-        self, urls: Sequence[str], options: CrawlOptions | None = None, *,
-        request_id: str | None = None, metadata: dict[str, JsonValue] | None = None,
+        self,
+        urls: Sequence[str],
+        options: CrawlOptions | None = None,
+        *,
+        request_id: str | None = None,
+        metadata: dict[str, JsonValue] | None = None,
     ) -> str:
         """Produce a request (validated here first) and return its request_id."""
         request = CrawlRequest.model_validate(
-            {"request_id": request_id or uuid.uuid4().hex, "urls": list(urls),
-             "options": options or CrawlOptions(), "metadata": metadata or {}},
+            {
+                "request_id": request_id or uuid.uuid4().hex,
+                "urls": list(urls),
+                "options": options or CrawlOptions(),
+                "metadata": metadata or {},
+            },
             context={"max_urls": self._settings.max_urls_per_request},
         )
         async with self._follower() as consumer:
-            self._starts[request.request_id] = await self._end_offsets(
-                consumer, request.request_id)
+            self._starts[request.request_id] = await self._end_offsets(consumer, request.request_id)
         await self._publisher.send_and_wait(
             self._settings.requests_topic, request.request_id, dump(request)
         )
@@ -100,7 +109,10 @@ class CrawlClient:
                 yield message
 
     async def crawl(
-        self, urls: Sequence[str], options: CrawlOptions | None = None, *,
+        self,
+        urls: Sequence[str],
+        options: CrawlOptions | None = None,
+        *,
         timeout_s: float = FOLLOW_TIMEOUT_S,
     ) -> list[PageResult]:
         """Submit and wait: one result per URL, in the order of `urls`."""
@@ -114,7 +126,9 @@ class CrawlClient:
     def _follower(self) -> AIOKafkaConsumer:
         return _StartedConsumer(self._settings)
 
-    async def _partitions(self, consumer: AIOKafkaConsumer, request_id: str) -> list[TopicPartition]:
+    async def _partitions(
+        self, consumer: AIOKafkaConsumer, request_id: str
+    ) -> list[TopicPartition]:
         key = request_id.encode()
         found = []
         for topic in (self._settings.results_topic, self._settings.progress_topic):

@@ -107,8 +107,8 @@ class CrawlRequest(_Untrusted):
     schema_version: Literal[1] = SCHEMA_VERSION
     request_id: RequestId
     """Chosen by the producer; 1-128 characters of `[A-Za-z0-9._:-]`."""
-    urls: list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL_LENGTH)]] = (
-        Field(min_length=1)
+    urls: list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL_LENGTH)]] = Field(
+        min_length=1
     )
     """Absolute http(s) URLs. Duplicates are crawled once. At most `CRAWL_MAX_URLS_PER_REQUEST`."""
     options: CrawlOptions = CrawlOptions()
@@ -237,8 +237,13 @@ class EventType(StrEnum):
 
 
 TERMINAL_EVENTS: Final = frozenset(
-    {EventType.COMPLETED, EventType.FAILED, EventType.REJECTED, EventType.CANCELLED,
-     EventType.EXPIRED}
+    {
+        EventType.COMPLETED,
+        EventType.FAILED,
+        EventType.REJECTED,
+        EventType.CANCELLED,
+        EventType.EXPIRED,
+    }
 )
 
 

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 class HealthServer:
     """Serves the metrics and probes; an async context manager (port 0 disables it)."""
 
-    def __init__(self, metrics: Metrics, port: int, ready: Callable[[], Awaitable[dict[str, bool]]]) -> None:
+    def __init__(
+        self, metrics: Metrics, port: int, ready: Callable[[], Awaitable[dict[str, bool]]]
+    ) -> None:
         self._metrics = metrics
         self._port = port
         self._ready = ready
@@ -39,7 +41,9 @@ class HealthServer:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         if self._runner is not None:

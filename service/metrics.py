@@ -15,48 +15,70 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.requests = Counter(
-            "crawl_requests_total", "Requests by outcome.", ["outcome"], registry=r)
+            "crawl_requests_total", "Requests by outcome.", ["outcome"], registry=r
+        )
         self.pages = Counter("crawl_pages_total", "Pages by outcome.", ["outcome"], registry=r)
         self.page_seconds = Histogram(
-            "crawl_page_seconds", "Time to render and extract one page.",
-            buckets=PAGE_SECONDS_BUCKETS, registry=r)
+            "crawl_page_seconds",
+            "Time to render and extract one page.",
+            buckets=PAGE_SECONDS_BUCKETS,
+            registry=r,
+        )
         self.pages_in_flight = Gauge(
-            "crawl_pages_in_flight", "Pages being rendered now.", registry=r)
-        self.pages_queued = Gauge(
-            "crawl_pages_queued", "Pages waiting for a slot.", registry=r)
+            "crawl_pages_in_flight", "Pages being rendered now.", registry=r
+        )
+        self.pages_queued = Gauge("crawl_pages_queued", "Pages waiting for a slot.", registry=r)
         self.requests_in_flight = Gauge(
-            "crawl_requests_in_flight", "Requests taken and not yet committed.", registry=r)
+            "crawl_requests_in_flight", "Requests taken and not yet committed.", registry=r
+        )
         self.consumer_lag = Gauge(
-            "crawl_consumer_lag", "Messages behind the end of each assigned partition.",
-            ["partition"], registry=r)
-        self.commits = Counter(
-            "crawl_commits_total", "Offset commits sent to Kafka.", registry=r)
+            "crawl_consumer_lag",
+            "Messages behind the end of each assigned partition.",
+            ["partition"],
+            registry=r,
+        )
+        self.commits = Counter("crawl_commits_total", "Offset commits sent to Kafka.", registry=r)
         self.dead_letters = Counter(
-            "crawl_dead_letters_total", "Messages sent to the dead-letter topic.", ["code"],
-            registry=r)
+            "crawl_dead_letters_total",
+            "Messages sent to the dead-letter topic.",
+            ["code"],
+            registry=r,
+        )
         self.page_retries = Counter(
-            "crawl_page_retries_total", "Pages tried again.", ["reason"], registry=r)
+            "crawl_page_retries_total", "Pages tried again.", ["reason"], registry=r
+        )
         self.memory_limit = Gauge(
-            "crawl_memory_limit_bytes", "Memory limit the governor works against.", registry=r)
+            "crawl_memory_limit_bytes", "Memory limit the governor works against.", registry=r
+        )
         self.memory_working_set = Gauge(
-            "crawl_memory_working_set_bytes", "Working set of the worker's cgroup.", registry=r)
+            "crawl_memory_working_set_bytes", "Working set of the worker's cgroup.", registry=r
+        )
         self.memory_tree_pss = Gauge(
-            "crawl_memory_tree_pss_bytes", "PSS of the worker and its browser processes.",
-            registry=r)
+            "crawl_memory_tree_pss_bytes",
+            "PSS of the worker and its browser processes.",
+            registry=r,
+        )
         self.memory_headroom = Gauge(
-            "crawl_memory_headroom_bytes", "Limit minus usage.", registry=r)
+            "crawl_memory_headroom_bytes", "Limit minus usage.", registry=r
+        )
         self.page_cost = Gauge(
-            "crawl_page_cost_bytes", "Learned memory cost of one open page.", registry=r)
+            "crawl_page_cost_bytes", "Learned memory cost of one open page.", registry=r
+        )
         self.concurrency_limit = Gauge(
-            "crawl_concurrency_limit", "Pages the governor lets run at once.", registry=r)
+            "crawl_concurrency_limit", "Pages the governor lets run at once.", registry=r
+        )
         self.paused = Gauge(
-            "crawl_consumer_paused", "1 while the requests partitions are paused.", registry=r)
+            "crawl_consumer_paused", "1 while the requests partitions are paused.", registry=r
+        )
         self.pauses = Counter(
-            "crawl_consumer_pauses_total", "Times the consumer paused on backpressure.",
-            registry=r)
+            "crawl_consumer_pauses_total", "Times the consumer paused on backpressure.", registry=r
+        )
         self.browser_restarts = Counter(
-            "crawl_browser_restarts_total", "Browsers replaced (recycled or crashed).",
-            ["reason"], registry=r)
+            "crawl_browser_restarts_total",
+            "Browsers replaced (recycled or crashed).",
+            ["reason"],
+            registry=r,
+        )
         self.pages_shed = Counter(
-            "crawl_pages_shed_total", "In-flight pages handed back at critical memory.",
-            registry=r)
+            "crawl_pages_shed_total", "In-flight pages handed back at critical memory.", registry=r
+        )

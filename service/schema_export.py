@@ -37,20 +37,36 @@ def asyncapi_document(settings: Settings) -> dict[str, Any]:
     """The AsyncAPI 3.0 description of the service's topics, built by FastStream."""
     broker = KafkaBroker("localhost:9092")
 
-    @broker.subscriber(settings.requests_topic, group_id=settings.group_id,
-                       title="crawl-requests", description="Crawl requests, keyed by request_id.")
-    @broker.publisher(settings.results_topic, title="crawl-results", schema=PageResult,
-                      description="One PageResult per page, keyed by request_id. "
-                      + _CHUNKING_NOTE)
-    @broker.publisher(settings.progress_topic, title="crawl-progress", schema=ProgressEvent,
-                      description="ProgressEvents of every run, keyed by request_id.")
-    @broker.publisher(settings.dead_letter_topic, title="crawl-dead-letter", schema=bytes,
-                      description=_DEAD_LETTER_NOTE)
+    @broker.subscriber(
+        settings.requests_topic,
+        group_id=settings.group_id,
+        title="crawl-requests",
+        description="Crawl requests, keyed by request_id.",
+    )
+    @broker.publisher(
+        settings.results_topic,
+        title="crawl-results",
+        schema=PageResult,
+        description="One PageResult per page, keyed by request_id. " + _CHUNKING_NOTE,
+    )
+    @broker.publisher(
+        settings.progress_topic,
+        title="crawl-progress",
+        schema=ProgressEvent,
+        description="ProgressEvents of every run, keyed by request_id.",
+    )
+    @broker.publisher(
+        settings.dead_letter_topic,
+        title="crawl-dead-letter",
+        schema=bytes,
+        description=_DEAD_LETTER_NOTE,
+    )
     async def crawl(request: CrawlRequest) -> None:
         """A worker: renders every URL of the request and publishes results and progress."""
 
-    spec = AsyncAPI(broker, title="Crawlstream", version="1",
-                    description="Kafka-native crawl microservice.")
+    spec = AsyncAPI(
+        broker, title="Crawlstream", version="1", description="Kafka-native crawl microservice."
+    )
     document: dict[str, Any] = spec.to_specification().to_jsonable()
     return document
 
@@ -76,7 +92,8 @@ def write(out: Path) -> list[str]:
 def differences(out: Path) -> list[str]:
     """Names of files in `out` that are missing or differ from the models."""
     return [
-        name for name, content in rendered_files().items()
+        name
+        for name, content in rendered_files().items()
         if not (out / name).exists() or (out / name).read_text() != content
     ]
 

@@ -12,12 +12,34 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, ByteSize, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BeforeValidator,
+    ByteSize,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from service.errors import ConfigurationError
 
 ENV_PREFIX = "CRAWL_"
+
+
+def _seconds(value: object) -> object:
+    """Durations in the environment are plain seconds (`20`, `0.25`) or ISO 8601 (`PT20S`)."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+Seconds = Annotated[timedelta, BeforeValidator(_seconds)]
+"""A duration: seconds as a number, or ISO 8601."""
 
 
 def _default_worker_name() -> str:
@@ -41,9 +63,7 @@ class Settings(BaseSettings):
     )
     """Kafka cluster to use (`host:port[,host:port]`); also read unprefixed as
     `KAFKA_BOOTSTRAP_SERVERS`."""
-    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
-        "PLAINTEXT"
-    )
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     """How clients talk to the brokers."""
     kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
     """SASL mechanism, with a SASL_* protocol."""
@@ -73,7 +93,7 @@ class Settings(BaseSettings):
     """Partitions of the results, progress and dead-letter topics when created."""
     replication_factor: int = Field(default=1, ge=1)
     """Replication factor of topics the worker creates."""
-    kafka_timeout: timedelta = timedelta(seconds=30)
+    kafka_timeout: Seconds = timedelta(seconds=30)
     """Deadline for a broker operation (connect, send, commit)."""
     max_message_bytes: ByteSize = ByteSize(1_000_000)
     """Largest message the producer sends; larger results go as chunks."""
@@ -93,11 +113,11 @@ class Settings(BaseSettings):
     """Requests taken from Kafka and not yet committed, over all partitions."""
     max_partition_run_ahead: int = Field(default=32, ge=1)
     """How far past its oldest unfinished request one partition may be read."""
-    max_page_timeout: timedelta = timedelta(seconds=60)
+    max_page_timeout: Seconds = timedelta(seconds=60)
     """Upper bound on a request's `timeout_ms`."""
     max_result_bytes: ByteSize = ByteSize(20_000_000)
     """Hard cap on one page's content; beyond it content is cut and `truncated` is set."""
-    shutdown_grace: timedelta = timedelta(seconds=20)
+    shutdown_grace: Seconds = timedelta(seconds=20)
     """On SIGTERM, how long in-flight pages may take to finish before they are handed back."""
 
     # --- Browser -------------------------------------------------------------------------
@@ -132,7 +152,7 @@ class Settings(BaseSettings):
     """Expected memory per page before any page has been measured."""
     browser_recycle_growth: ByteSize = ByteSize(512 * 1024**2)
     """Growth of the browser tree's PSS after which the browser is replaced."""
-    memory_sample_interval: timedelta = timedelta(milliseconds=250)
+    memory_sample_interval: Seconds = timedelta(milliseconds=250)
     """Time between two memory samples."""
     memory_governor: bool = True
     """Admit pages by memory headroom; off: a fixed `CRAWL_MAX_PAGE_SLOTS` (benchmarks only)."""
@@ -165,7 +185,5 @@ def load_settings(**overrides: object) -> Settings:
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        lines = [
-            f"{env_name(str(error['loc'][0]))}: {error['msg']}" for error in exc.errors()
-        ]
+        lines = [f"{env_name(str(error['loc'][0]))}: {error['msg']}" for error in exc.errors()]
         raise ConfigurationError("; ".join(lines)) from None

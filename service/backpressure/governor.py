@@ -108,7 +108,7 @@ class GovernorSettings(Protocol):
 class Governor:
     """Decides how many pages may run, when to pause Kafka, what to shed, when to recycle."""
 
-    def __init__(  # noqa: PLR0913  every threshold is a named, documented knob
+    def __init__(
         self,
         ceiling: int,
         *,

@@ -36,8 +36,14 @@ def ensure_kafka_jars(cache_dir: Path = DEFAULT_CACHE) -> Path:
     pom = resources.files("service.broker").joinpath("pom.xml")
     with resources.as_file(pom) as pom_path:
         command = [
-            mvn, "-q", "-B", "-f", str(pom_path), "dependency:copy-dependencies",
-            f"-DoutputDirectory={staging}", "-DincludeScope=runtime",
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(pom_path),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={staging}",
+            "-DincludeScope=runtime",
         ]
         done = subprocess.run(  # noqa: S603 - fixed arguments, Maven from PATH
             command, capture_output=True, text=True, timeout=MAVEN_DEADLINE_S, check=False

@@ -98,7 +98,9 @@ class LocalBroker:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
@@ -112,13 +114,29 @@ class LocalBroker:
         config = self._write_config(data_dir)
         classpath = f"{jars}/*"
         if not (data_dir / "log" / "meta.properties").exists():
-            await _run_java(java, classpath, "kafka.tools.StorageTool", "format",
-                            "-t", uuid.uuid4().hex[:22], "-c", str(config))
+            await _run_java(
+                java,
+                classpath,
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                uuid.uuid4().hex[:22],
+                "-c",
+                str(config),
+            )
         log_config = f"-Dlog4j.configuration=file:{data_dir / 'log4j.properties'}"
-        self._process = await asyncio.create_subprocess_exec(
-            java, *JAVA_HEAP, log_config, "-cp", classpath, "kafka.Kafka", str(config),
-            stdout=asyncio.subprocess.DEVNULL, stderr=(data_dir / "stderr.log").open("ab"),
-        )
+        with (data_dir / "stderr.log").open("ab") as stderr:
+            self._process = await asyncio.create_subprocess_exec(
+                java,
+                *JAVA_HEAP,
+                log_config,
+                "-cp",
+                classpath,
+                "kafka.Kafka",
+                str(config),
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=stderr,
+            )
         log.info("broker.starting", port=self.port, data_dir=str(data_dir), pid=self.pid)
         await self._wait_ready()
         log.info("broker.ready", bootstrap_servers=self.bootstrap_servers)
@@ -162,8 +180,9 @@ class LocalBroker:
     def _write_config(self, data_dir: Path) -> Path:
         controller_port = _controller_port_for(data_dir)
         config = data_dir / "server.properties"
-        config.write_text(_PROPERTIES.format(
-            port=self.port, controller_port=controller_port, data_dir=data_dir))
+        config.write_text(
+            _PROPERTIES.format(port=self.port, controller_port=controller_port, data_dir=data_dir)
+        )
         (data_dir / "log4j.properties").write_text(_LOG4J.format(data_dir=data_dir))
         return config
 
@@ -211,8 +230,13 @@ async def _answers(bootstrap_servers: str) -> bool:
 
 async def _run_java(java: str, classpath: str, main: str, *args: str) -> None:
     process = await asyncio.create_subprocess_exec(
-        java, "-cp", classpath, main, *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        java,
+        "-cp",
+        classpath,
+        main,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
     )
     output, _ = await asyncio.wait_for(process.communicate(), READY_DEADLINE_S)
     if process.returncode != 0:

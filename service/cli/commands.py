@@ -39,7 +39,9 @@ async def run_submit(args: argparse.Namespace, settings: Settings) -> int:
     from service.cli.follow_view import follow_json, follow_live  # noqa: PLC0415
 
     fields: dict[str, object] = {
-        "wait_until": args.wait_until, "wait_for": args.wait_for, "timeout_ms": args.timeout_ms,
+        "wait_until": args.wait_until,
+        "wait_for": args.wait_for,
+        "timeout_ms": args.timeout_ms,
     }
     if args.formats:
         fields["formats"] = args.formats
@@ -85,10 +87,11 @@ async def run_dead_letter(args: argparse.Namespace, settings: Settings) -> int:
     from service.messaging.replay import replay_dead_letters  # noqa: PLC0415
 
     count = await replay_dead_letters(
-        settings, partition=args.partition, from_offset=args.from_offset,
-        to_offset=args.to_offset, request_id=args.request_id,
+        settings,
+        partition=args.partition,
+        from_offset=args.from_offset,
+        to_offset=args.to_offset,
+        request_id=args.request_id,
     )
     print(f"re-published {count} dead letter(s) to {settings.requests_topic}")  # noqa: T201
     return 0
-
-

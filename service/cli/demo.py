@@ -23,8 +23,14 @@ if TYPE_CHECKING:
 
     from service.settings import Settings
 
-SAMPLE_PAGES = ("index.html", "about.html", "features.html", "backpressure.html", "late.html",
-                "contact.html")
+SAMPLE_PAGES = (
+    "index.html",
+    "about.html",
+    "features.html",
+    "backpressure.html",
+    "late.html",
+    "contact.html",
+)
 
 
 @contextlib.asynccontextmanager
@@ -57,9 +63,13 @@ async def _kafka(settings: Settings) -> AsyncIterator[str]:
 async def demo(settings: Settings) -> int:
     async with _kafka(settings) as bootstrap, sample_site() as base_url:
         host = base_url.removeprefix("http://")
-        settings = settings.model_copy(update={
-            "kafka_bootstrap_servers": bootstrap, "allowed_hosts": [host], "metrics_port": 0,
-        })
+        settings = settings.model_copy(
+            update={
+                "kafka_bootstrap_servers": bootstrap,
+                "allowed_hosts": [host],
+                "metrics_port": 0,
+            }
+        )
         await ensure_topics(settings)
         worker = Worker(settings, Metrics())
         running = asyncio.create_task(worker.run())

@@ -31,8 +31,13 @@ async def follow_live(client: CrawlClient, request_id: str, console: Console | N
     console = console or Console()
     results: list[PageResult] = []
     last: ProgressEvent | None = None
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[detail]}"), TimeElapsedColumn())
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task(request_id, total=None, detail="waiting for a worker")
         async for message in client.follow(request_id):
@@ -41,12 +46,18 @@ async def follow_live(client: CrawlClient, request_id: str, console: Console | N
                 continue
             last = message
             detail = f"{message.succeeded} ok, {message.failed} failed, {message.type.value}"
-            progress.update(bar, total=message.total or None,
-                            completed=message.succeeded + message.failed, detail=detail)
+            progress.update(
+                bar,
+                total=message.total or None,
+                completed=message.succeeded + message.failed,
+                detail=detail,
+            )
     console.print(summary_table(results))
     if last is not None:
-        console.print(f"[bold]{last.type.value}[/]: {last.succeeded} succeeded, "
-                      f"{last.failed} failed of {last.total} (run {last.run_id[:8]})")
+        console.print(
+            f"[bold]{last.type.value}[/]: {last.succeeded} succeeded, "
+            f"{last.failed} failed of {last.total} (run {last.run_id[:8]})"
+        )
     return 0 if last is not None and last.type == EventType.COMPLETED else 1
 
 
@@ -57,9 +68,13 @@ def summary_table(results: list[PageResult]) -> Table:
     for result in results:
         links = result.links
         table.add_row(
-            result.url, "yes" if result.ok else "no", str(result.status_code or "-"),
-            (result.title or "")[:40], f"{len(result.markdown or '')} ch",
+            result.url,
+            "yes" if result.ok else "no",
+            str(result.status_code or "-"),
+            (result.title or "")[:40],
+            f"{len(result.markdown or '')} ch",
             f"{len(links.internal)}+{len(links.external)}" if links else "-",
-            str(result.elapsed_ms), result.error.code.value if result.error else "",
+            str(result.elapsed_ms),
+            result.error.code.value if result.error else "",
         )
     return table

@@ -28,11 +28,17 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("urls", nargs="+", metavar="URL")
     submit.add_argument("--follow", action="store_true", help="show progress and results")
     submit.add_argument("--json", action="store_true", help="print raw messages, one per line")
-    submit.add_argument("--format", dest="formats", action="append",
-                        choices=[f.value for f in Format], help="repeat for several")
+    submit.add_argument(
+        "--format",
+        dest="formats",
+        action="append",
+        choices=[f.value for f in Format],
+        help="repeat for several",
+    )
     submit.add_argument("--wait-for", default=None, help="CSS selector to wait for")
-    submit.add_argument("--wait-until", default="load",
-                        choices=["load", "domcontentloaded", "networkidle"])
+    submit.add_argument(
+        "--wait-until", default="load", choices=["load", "domcontentloaded", "networkidle"]
+    )
     submit.add_argument("--timeout-ms", type=int, default=30_000)
     submit.add_argument("--request-id", default=None)
     demo = commands.add_parser("demo", help="broker + worker + sample site + one request")

@@ -27,9 +27,11 @@ from service.errors import BrowserUnavailableError
 from service.logs import get_logger
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
     from pathlib import Path
     from types import TracebackType
+
+    from playwright.async_api import Route
 
     from service.contracts import CrawlOptions
     from service.settings import Settings
@@ -129,7 +131,9 @@ class BrowserPool:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         for task in list(self._tasks):
@@ -172,8 +176,12 @@ class BrowserPool:
         handle = self._current
         if handle is not None and not handle.retiring:
             handle.retiring = True
-            log.info("browser.recycling", reason=reason, generation=handle.generation,
-                     pages_served=handle.pages_served)
+            log.info(
+                "browser.recycling",
+                reason=reason,
+                generation=handle.generation,
+                pages_served=handle.pages_served,
+            )
 
     async def _ensure_browser(self) -> _BrowserHandle:
         async with self._lock:
@@ -194,14 +202,19 @@ class BrowserPool:
         if self._playwright is None:
             raise BrowserUnavailableError("the browser pool is not started")
         proxy: Any = (
-            {"server": self._proxy_server, "bypass": "<-loopback>"}
-            if self._proxy_server else None
+            {"server": self._proxy_server, "bypass": "<-loopback>"} if self._proxy_server else None
         )
         try:
             browser = await self._playwright.chromium.launch(
-                executable_path=self._executable, args=list(CHROMIUM_ARGS), headless=True,
-                chromium_sandbox=False, proxy=proxy, timeout=LAUNCH_DEADLINE_S * 1000,
-                handle_sigint=False, handle_sigterm=False, handle_sighup=False,
+                executable_path=self._executable,
+                args=list(CHROMIUM_ARGS),
+                headless=True,
+                chromium_sandbox=False,
+                proxy=proxy,
+                timeout=LAUNCH_DEADLINE_S * 1000,
+                handle_sigint=False,
+                handle_sigterm=False,
+                handle_sighup=False,
             )
         except PlaywrightError as exc:
             raise BrowserUnavailableError(f"cannot launch Chromium: {exc}") from exc
@@ -239,8 +252,8 @@ class BrowserPool:
             log.info("browser.closed", generation=handle.generation)
 
 
-def _blocking_route(blocked: set[str]) -> Any:
-    async def route(route: Any) -> None:
+def _blocking_route(blocked: set[str]) -> Callable[[Route], Awaitable[None]]:
+    async def route(route: Route) -> None:
         if route.request.resource_type in blocked:
             await route.abort("blockedbyclient")
         else:
@@ -264,7 +277,7 @@ async def _close_if_popup(page: Page) -> None:
         await _close(page.close(), "popup")
 
 
-async def _close(closing: Any, what: str) -> None:
+async def _close(closing: Awaitable[object], what: str) -> None:
     """Close something of the browser's within a deadline; a dead browser is already closed."""
     try:
         await asyncio.wait_for(closing, CLOSE_DEADLINE_S)

@@ -12,7 +12,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from service.contracts import ErrorCode, Format, Links, PageError, PageMetadata
 from service.crawling.errors import classify_browser_error
-from service.crawling.extraction import extract
+from service.crawling.extraction import HtmlTooComplexError, extract
 from service.errors import BrowserUnavailableError
 
 if TYPE_CHECKING:
@@ -34,6 +34,8 @@ BLOCKED_HEADER: Final = "x-crawlstream-blocked"
 
 ERROR_HEADER: Final = "x-crawlstream-error"
 """Set by the egress proxy when a target could not be resolved or reached."""
+
+_PROXY_CODES: Final = frozenset({ErrorCode.DNS, ErrorCode.CONNECTION, ErrorCode.TIMEOUT})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +73,11 @@ class _Deadline:
 
 
 async def fetch_page(
-    context: RequestContext, url: str, options: CrawlOptions, *, timeout_s: float,
+    context: RequestContext,
+    url: str,
+    options: CrawlOptions,
+    *,
+    timeout_s: float,
     max_result_bytes: int,
 ) -> PageContent:
     """Render `url` and extract what `options` asks for; a failure becomes a failed result.
@@ -98,6 +104,9 @@ async def _render(
 ) -> PageContent:
     navigation_s = deadline.remaining_s() * (1 - EXTRACTION_SHARE)
     response = await page.goto(url, wait_until=options.wait_until, timeout=navigation_s * 1000)
+    refused = proxy_failure(response)
+    if refused is not None:
+        return refused
     if options.wait_for:
         await page.wait_for_selector(
             options.wait_for, state="attached", timeout=navigation_s * 1000
@@ -113,40 +122,53 @@ async def _render(
 
 
 async def _content(
-    response: Response | None, final_url: str, html: str, screenshot: str | None,
-    options: CrawlOptions, max_bytes: int,
+    response: Response | None,
+    final_url: str,
+    html: str,
+    screenshot: str | None,
+    options: CrawlOptions,
+    max_bytes: int,
 ) -> PageContent:
-    html, cut_html = cut(html, max_bytes)
-    extracted = await asyncio.to_thread(
-        extract, html, base_url=final_url, formats=options.formats
-    )
+    kept_html, cut_html = cut(html, max_bytes)
+    try:
+        extracted = await asyncio.to_thread(
+            extract, kept_html or "", base_url=final_url, formats=options.formats
+        )
+    except HtmlTooComplexError as exc:
+        return failed(ErrorCode.TOO_LARGE, str(exc), final_url=final_url)
     markdown, cut_markdown = cut(extracted.markdown, max_bytes)
     text, cut_text = cut(extracted.text, max_bytes)
     too_big_shot = screenshot is not None and len(screenshot) > max_bytes
     status = response.status if response is not None else None
-    error = await _proxy_error(response)
-    if error is None and status is not None and status >= HTTP_ERROR_FROM:
+    error = None
+    if status is not None and status >= HTTP_ERROR_FROM:
         error = PageError(code=ErrorCode.HTTP_ERROR, message=f"HTTP {status}")
     return PageContent(
-        ok=error is None, final_url=final_url, status_code=status, error=error,
-        title=extracted.title, markdown=markdown, text=text,
-        html=html if Format.HTML in options.formats else None,
-        links=extracted.links, metadata=extracted.metadata,
+        ok=error is None,
+        final_url=final_url,
+        status_code=status,
+        error=error,
+        title=extracted.title,
+        markdown=markdown,
+        text=text,
+        html=kept_html if Format.HTML in options.formats else None,
+        links=extracted.links,
+        metadata=extracted.metadata,
         screenshot=None if too_big_shot else screenshot,
         truncated=cut_html or cut_markdown or cut_text or too_big_shot,
     )
 
 
-async def _proxy_error(response: Response | None) -> PageError | None:
-    """The egress proxy answers for targets it refused or could not reach, with a header."""
+def proxy_failure(response: Response | None) -> PageContent | None:
+    """The egress proxy answered instead of the target: it refused it or could not reach it."""
     if response is None:
         return None
     headers = response.headers
     if BLOCKED_HEADER in headers:
-        return PageError(code=ErrorCode.BLOCKED, message=headers[BLOCKED_HEADER])
+        return failed(ErrorCode.BLOCKED, f"{response.url}: {headers[BLOCKED_HEADER]}")
     code = headers.get(ERROR_HEADER)
-    if code in ErrorCode.__members__.values():
-        return PageError(code=ErrorCode(code), message=f"{code} error for {response.url}")
+    if code is not None and code in _PROXY_CODES:
+        return failed(ErrorCode(code), f"{code} error for {response.url}")
     return None
 
 

@@ -14,15 +14,26 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 PLAYWRIGHT_DISABLED_FEATURES: Final = (
-    "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
-    "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "PaintHolding",
-    "ThirdPartyStoragePartitioning", "AvoidCorsURLLoaderRestartOnRedirect",
-    "OptimizationHints", "NetworkTimeServiceQuerying", "AimEnabled", "PreconnectToSearch",
+    "AvoidUnnecessaryBeforeUnloadCheckSync",
+    "DestroyProfileOnBrowserClose",
+    "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable",
+    "LensOverlay",
+    "MediaRouter",
+    "PaintHolding",
+    "ThirdPartyStoragePartitioning",
+    "AvoidCorsURLLoaderRestartOnRedirect",
+    "OptimizationHints",
+    "NetworkTimeServiceQuerying",
+    "AimEnabled",
+    "PreconnectToSearch",
 )
 """Playwright's own `--disable-features` list: a user-supplied one replaces it, so repeat it."""
 
 OMNIBOX_POPUP_FEATURES: Final = (
-    "WebUIOmniboxPopup", "WebUIOmniboxAimPopup", "WebUIOmniboxFullPopup",
+    "WebUIOmniboxPopup",
+    "WebUIOmniboxAimPopup",
+    "WebUIOmniboxFullPopup",
     "PreloadTopChromeWebUI",
 )
 """Debian's Chromium opens an address-bar popup renderer per context unless these are off;

@@ -29,11 +29,14 @@ def split(value: bytes, *, chunk_id: str, max_bytes: int) -> list[tuple[bytes, H
     digest = hashlib.sha256(value).hexdigest().encode()
     pieces = [value[start : start + max_bytes] for start in range(0, len(value), max_bytes)]
     return [
-        (piece, [
-            (CHUNK_HEADER, f"{index}/{len(pieces)}".encode()),
-            (CHUNK_ID_HEADER, chunk_id.encode()),
-            (SHA256_HEADER, digest),
-        ])
+        (
+            piece,
+            [
+                (CHUNK_HEADER, f"{index}/{len(pieces)}".encode()),
+                (CHUNK_ID_HEADER, chunk_id.encode()),
+                (SHA256_HEADER, digest),
+            ],
+        )
         for index, piece in enumerate(pieces)
     ]
 

@@ -51,7 +51,10 @@ class RequestConsumer:
     """Feeds request records to `handler`, commits what is done, and applies backpressure."""
 
     def __init__(
-        self, settings: Settings, handler: Handler, metrics: Metrics,
+        self,
+        settings: Settings,
+        handler: Handler,
+        metrics: Metrics,
         should_pause: Callable[[], bool] = lambda: False,
     ) -> None:
         self._settings = settings
@@ -94,9 +97,7 @@ class RequestConsumer:
         """Consume until `stop()`; then finish or hand back in-flight work and commit."""
         timeout_s = self._settings.kafka_timeout.total_seconds()
         await asyncio.wait_for(self._consumer.start(), timeout_s)
-        self._consumer.subscribe(
-            [self._settings.requests_topic], listener=_Rebalance(self)
-        )
+        self._consumer.subscribe([self._settings.requests_topic], listener=_Rebalance(self))
         try:
             await self._loop()
             await self._drain(self._settings.shutdown_grace.total_seconds())
@@ -138,7 +139,7 @@ class RequestConsumer:
             self._tracker.finished(tp, record.offset)
         finally:
             task = asyncio.current_task()
-            self._tasks.get(tp, set()).discard(task)  # type: ignore[arg-type]
+            self._tasks.get(tp, set()).discard(task)
             self._metrics.requests_in_flight.set(self.in_flight)
 
     def _apply_backpressure(self) -> None:
@@ -146,9 +147,7 @@ class RequestConsumer:
         full = self.in_flight >= self._settings.max_requests_in_flight
         pause_all = full or self._should_pause()
         limit = self._settings.max_partition_run_ahead
-        wanted = {
-            tp for tp in assigned if pause_all or self._tracker.run_ahead(tp) >= limit
-        }
+        wanted = {tp for tp in assigned if pause_all or self._tracker.run_ahead(tp) >= limit}
         paused = self._consumer.paused()
         if wanted - paused:
             self._consumer.pause(*(wanted - paused))
@@ -159,8 +158,11 @@ class RequestConsumer:
             self._metrics.paused.set(int(pause_all))
             if pause_all:
                 self._metrics.pauses.inc()
-            log.info("consumer.paused" if pause_all else "consumer.resumed",
-                     requests_in_flight=self.in_flight, full=full)
+            log.info(
+                "consumer.paused" if pause_all else "consumer.resumed",
+                requests_in_flight=self.in_flight,
+                full=full,
+            )
 
     async def _commit(self, partitions: set[TopicPartition]) -> None:
         positions = self._tracker.to_commit(partitions)
@@ -183,9 +185,7 @@ class RequestConsumer:
                 highwater = self._consumer.highwater(tp)
                 position = await self._consumer.position(tp)
                 if highwater is not None:
-                    self._metrics.consumer_lag.labels(str(tp.partition)).set(
-                        highwater - position
-                    )
+                    self._metrics.consumer_lag.labels(str(tp.partition)).set(highwater - position)
 
     async def _drain(self, grace_s: float) -> None:
         """Let in-flight requests finish within `grace_s`, then commit what is done."""
@@ -223,5 +223,3 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         log.info("consumer.assigned", partitions=sorted(tp.partition for tp in assigned))
-
-

@@ -22,13 +22,21 @@ WORKER: Final = "crawlstream-worker"
 FAILED_AT: Final = "crawlstream-failed-at"
 
 DEAD_LETTER_HEADERS: Final = (
-    ERROR_CODE, ERROR_MESSAGE, SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, WORKER, FAILED_AT
+    ERROR_CODE,
+    ERROR_MESSAGE,
+    SOURCE_TOPIC,
+    SOURCE_PARTITION,
+    SOURCE_OFFSET,
+    WORKER,
+    FAILED_AT,
 )
 """Headers the worker adds; the record's own headers come first, unchanged."""
 
 
 async def send_dead_letter(
-    publisher: Publisher, settings: Settings, record: ConsumerRecord[bytes, bytes],
+    publisher: Publisher,
+    settings: Settings,
+    record: ConsumerRecord[bytes, bytes],
     error: RejectedMessageError,
 ) -> None:
     """Publish the original key, value and headers plus why, and wait for the ack."""

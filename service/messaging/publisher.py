@@ -47,14 +47,21 @@ class Publisher:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await asyncio.wait_for(self._producer.stop(), self._timeout_s)
 
     async def send(
-        self, topic: str, key: str | bytes | None, value: bytes,
-        headers: chunks.Headers | None = None, *, chunk_id: str | None = None,
+        self,
+        topic: str,
+        key: str | bytes | None,
+        value: bytes,
+        headers: chunks.Headers | None = None,
+        *,
+        chunk_id: str | None = None,
     ) -> list[Delivery]:
         """Queue one message (or its chunks); the returned futures resolve on acknowledgement.
 
@@ -63,7 +70,8 @@ class Publisher:
         raw_key = key.encode() if isinstance(key, str) else key
         parts = (
             chunks.split(value, chunk_id=chunk_id, max_bytes=self._chunk_bytes)
-            if chunk_id is not None else [(value, [])]
+            if chunk_id is not None
+            else [(value, [])]
         )
         deliveries = []
         for part, chunk_headers in parts:
@@ -77,7 +85,10 @@ class Publisher:
         return deliveries
 
     async def send_and_wait(
-        self, topic: str, key: str | bytes | None, value: bytes,
+        self,
+        topic: str,
+        key: str | bytes | None,
+        value: bytes,
         headers: chunks.Headers | None = None,
     ) -> None:
         await self.wait(await self.send(topic, key, value, headers))

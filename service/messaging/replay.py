@@ -13,6 +13,8 @@ from service.messaging.kafka_config import client_options
 from service.messaging.publisher import Publisher
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from aiokafka import ConsumerRecord
 
     from service.settings import Settings
@@ -21,8 +23,12 @@ POLL_TIMEOUT_MS: Final = 1000
 
 
 async def replay_dead_letters(
-    settings: Settings, *, partition: int | None = None, from_offset: int = 0,
-    to_offset: int | None = None, request_id: str | None = None,
+    settings: Settings,
+    *,
+    partition: int | None = None,
+    from_offset: int = 0,
+    to_offset: int | None = None,
+    request_id: str | None = None,
 ) -> int:
     """Re-publish dead letters (original key, value and headers); returns how many."""
     consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
@@ -49,22 +55,22 @@ async def replay_dead_letters(
         await asyncio.wait_for(consumer.stop(), timeout_s)
 
 
-def _partitions(
-    consumer: AIOKafkaConsumer, topic: str, only: int | None
-) -> list[TopicPartition]:
+def _partitions(consumer: AIOKafkaConsumer, topic: str, only: int | None) -> list[TopicPartition]:
     numbers = consumer.partitions_for_topic(topic) or set()
     return [TopicPartition(topic, n) for n in sorted(numbers) if only is None or n == only]
 
 
 async def _records(
     consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int], to_offset: int | None
-) -> object:
+) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
     remaining = {tp for tp, end in ends.items() if end > 0}
     while remaining:
         batch = await consumer.getmany(*remaining, timeout_ms=POLL_TIMEOUT_MS)
         for tp, records in batch.items():
             for record in records:
-                if record.offset >= ends[tp] or (to_offset is not None and record.offset > to_offset):
+                if record.offset >= ends[tp] or (
+                    to_offset is not None and record.offset > to_offset
+                ):
                     remaining.discard(tp)
                     break
                 yield record
@@ -78,9 +84,11 @@ async def _records(
 
 def _request_id_of(record: ConsumerRecord[bytes, bytes]) -> str | None:
     if record.key is not None:
-        return record.key.decode(errors="replace")
+        key: bytes = record.key
+        return key.decode(errors="replace")
     try:
         document = json.loads(record.value or b"")
     except ValueError:
         return None
-    return document.get("request_id") if isinstance(document, dict) else None
+    found = document.get("request_id") if isinstance(document, dict) else None
+    return found if isinstance(found, str) else None

@@ -24,7 +24,7 @@ _FINE: Final = frozenset({0, TopicAlreadyExistsError.errno})
 def wanted_topics(settings: Settings) -> dict[str, int]:
     """Topic name -> partition count."""
     outputs = (settings.results_topic, settings.progress_topic, settings.dead_letter_topic)
-    topics = {name: settings.output_partitions for name in outputs}
+    topics = dict.fromkeys(outputs, settings.output_partitions)
     topics[settings.requests_topic] = settings.requests_partitions
     return topics
 
@@ -36,8 +36,12 @@ async def ensure_topics(settings: Settings) -> None:
     try:
         existing = set(await asyncio.wait_for(admin.list_topics(), ADMIN_DEADLINE_S))
         missing = [
-            NewTopic(name, partitions, settings.replication_factor,
-                     topic_configs={"max.message.bytes": str(settings.max_message_bytes + 4096)})
+            NewTopic(
+                name,
+                partitions,
+                settings.replication_factor,
+                topic_configs={"max.message.bytes": str(settings.max_message_bytes + 4096)},
+            )
             for name, partitions in wanted_topics(settings).items()
             if name not in existing
         ]

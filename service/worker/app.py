@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final
 import structlog
 from aiokafka.errors import KafkaError
 
+from service.contracts import EventType
 from service.crawling.browser import BrowserPool
 from service.crawling.egress_proxy import EgressProxy
 from service.crawling.url_policy import UrlPolicy
@@ -25,7 +26,6 @@ from service.worker.intake import parse_request
 from service.worker.outputs import RunOutputs
 from service.worker.run import RequestRun
 from service.worker.scheduler import FixedGate, PageScheduler
-from service.contracts import EventType
 
 if TYPE_CHECKING:
     from aiokafka import ConsumerRecord
@@ -65,7 +65,10 @@ class Worker:
                 BrowserPool(settings, proxy_server=f"http://127.0.0.1:{proxy.port}")
             )
             self._deps = WorkerDeps(
-                settings=settings, publisher=publisher, pool=pool, policy=policy,
+                settings=settings,
+                publisher=publisher,
+                pool=pool,
+                policy=policy,
                 scheduler=PageScheduler(FixedGate(settings.max_page_slots)),
                 metrics=self._metrics,
             )
@@ -76,8 +79,12 @@ class Worker:
             self._install_signals()
             if self._stop_requested.is_set():
                 self._consumer.stop()
-            log.info("worker.started", worker=settings.worker_name, group=settings.group_id,
-                     topic=settings.requests_topic)
+            log.info(
+                "worker.started",
+                worker=settings.worker_name,
+                group=settings.group_id,
+                topic=settings.requests_topic,
+            )
             await self._consumer.run()
         log.info("worker.stopped", worker=settings.worker_name)
 
@@ -111,15 +118,24 @@ class Worker:
                 else:
                     return
 
-    async def _reject(self, record: ConsumerRecord[bytes, bytes], exc: RejectedMessageError) -> None:
+    async def _reject(
+        self, record: ConsumerRecord[bytes, bytes], exc: RejectedMessageError
+    ) -> None:
         deps = self._require_deps()
-        log.warning("request.rejected", code=exc.code, message=exc.message,
-                    request_id=exc.request_id)
+        log.warning(
+            "request.rejected", code=exc.code, message=exc.message, request_id=exc.request_id
+        )
         await send_dead_letter(deps.publisher, self._settings, record, exc)
         self._metrics.dead_letters.labels(exc.code).inc()
         if exc.request_id is not None:
-            outputs = RunOutputs(deps.publisher, self._settings, request_id=exc.request_id,
-                                 run_id=uuid_hex(), total=0, request_metadata={})
+            outputs = RunOutputs(
+                deps.publisher,
+                self._settings,
+                request_id=exc.request_id,
+                run_id=uuid_hex(),
+                total=0,
+                request_metadata={},
+            )
             await outputs.event(EventType.REJECTED, detail=f"{exc.code}: {exc.message}")
             await outputs.acknowledged()
 

@@ -26,7 +26,8 @@ def parse_request(value: bytes | None, settings: Settings) -> CrawlRequest:
         raise RejectedMessageError("empty", "the message has no value")
     if len(value) > settings.max_request_bytes:
         raise RejectedMessageError(
-            "too_large", f"{len(value)} bytes, more than {settings.max_request_bytes}")
+            "too_large", f"{len(value)} bytes, more than {settings.max_request_bytes}"
+        )
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -41,8 +42,10 @@ def parse_request(value: bytes | None, settings: Settings) -> CrawlRequest:
     version = document.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise RejectedMessageError(
-            "unsupported_schema_version", f"schema_version {version!r}, this worker reads "
-            f"{SCHEMA_VERSION}", request_id)
+            "unsupported_schema_version",
+            f"schema_version {version!r}, this worker reads {SCHEMA_VERSION}",
+            request_id,
+        )
     try:
         return CrawlRequest.model_validate(
             document,

@@ -19,8 +19,14 @@ class RunOutputs:
     """The results and progress events of one run: `seq` without gaps, counts kept here."""
 
     def __init__(
-        self, publisher: Publisher, settings: Settings, *, request_id: str, run_id: str,
-        total: int, request_metadata: dict[str, JsonValue],
+        self,
+        publisher: Publisher,
+        settings: Settings,
+        *,
+        request_id: str,
+        run_id: str,
+        total: int,
+        request_metadata: dict[str, JsonValue],
     ) -> None:
         self._publisher = publisher
         self._settings = settings
@@ -34,13 +40,26 @@ class RunOutputs:
         self._deliveries: list[Delivery] = []
 
     async def event(
-        self, kind: EventType, *, detail: str | None = None, url: str | None = None,
+        self,
+        kind: EventType,
+        *,
+        detail: str | None = None,
+        url: str | None = None,
         result_id: str | None = None,
     ) -> None:
         event = ProgressEvent(
-            request_id=self.request_id, run_id=self.run_id, seq=self._seq, type=kind,
-            total=self.total, succeeded=self.succeeded, failed=self.failed, at=utc_now(),
-            worker=self._settings.worker_name, detail=detail, url=url, result_id=result_id,
+            request_id=self.request_id,
+            run_id=self.run_id,
+            seq=self._seq,
+            type=kind,
+            total=self.total,
+            succeeded=self.succeeded,
+            failed=self.failed,
+            at=utc_now(),
+            worker=self._settings.worker_name,
+            detail=detail,
+            url=url,
+            result_id=result_id,
             request_metadata=self._metadata,
         )
         self._seq += 1
@@ -51,7 +70,10 @@ class RunOutputs:
     async def result(self, result: PageResult) -> None:
         """Publish a page's result, then its page event with the running counts."""
         self._deliveries += await self._publisher.send(
-            self._settings.results_topic, self.request_id, dump(result), JSON_HEADERS,
+            self._settings.results_topic,
+            self.request_id,
+            dump(result),
+            JSON_HEADERS,
             chunk_id=f"{result.result_id}:{result.run_id}",
         )
         if result.ok:

@@ -38,8 +38,12 @@ class RequestRun:
         self._request = request
         self.run_id = uuid.uuid4().hex
         self._outputs = RunOutputs(
-            deps.publisher, deps.settings, request_id=request.request_id, run_id=self.run_id,
-            total=len(request.urls), request_metadata=request.metadata,
+            deps.publisher,
+            deps.settings,
+            request_id=request.request_id,
+            run_id=self.run_id,
+            total=len(request.urls),
+            request_metadata=request.metadata,
         )
         self._context: RequestContext | None = None
         self._context_lock = asyncio.Lock()
@@ -84,8 +88,13 @@ class RequestRun:
         await self._outputs.event(kind, detail=detail)
         await self._outputs.acknowledged()
         self._deps.metrics.requests.labels(kind.value).inc()
-        log.info("request.finished", outcome=kind.value, total=self._outputs.total,
-                 succeeded=self._outputs.succeeded, failed=self._outputs.failed)
+        log.info(
+            "request.finished",
+            outcome=kind.value,
+            total=self._outputs.total,
+            succeeded=self._outputs.succeeded,
+            failed=self._outputs.failed,
+        )
 
     async def _fail_remaining(self, exc: Exception) -> None:
         for url in self._request.urls:
@@ -126,7 +135,10 @@ class RequestRun:
                 try:
                     context = await self._open_context()
                     return await fetch_page(
-                        context, url, self._request.options, timeout_s=self._timeout_s,
+                        context,
+                        url,
+                        self._request.options,
+                        timeout_s=self._timeout_s,
                         max_result_bytes=int(settings.max_result_bytes),
                     )
                 except BrowserUnavailableError as exc:
@@ -152,13 +164,25 @@ class RequestRun:
     def _result(self, url: str, content: PageContent, started: float) -> PageResult:
         request = self._request
         return PageResult(
-            request_id=request.request_id, result_id=result_id_for(request.request_id, url),
-            run_id=self.run_id, url=url, final_url=content.final_url, ok=content.ok,
-            status_code=content.status_code, error=content.error, title=content.title,
-            markdown=content.markdown, text=content.text, html=content.html,
-            links=content.links, metadata=content.metadata, screenshot=content.screenshot,
-            truncated=content.truncated, elapsed_ms=int((time.monotonic() - started) * 1000),
-            fetched_at=utc_now(), worker=self._deps.settings.worker_name,
+            request_id=request.request_id,
+            result_id=result_id_for(request.request_id, url),
+            run_id=self.run_id,
+            url=url,
+            final_url=content.final_url,
+            ok=content.ok,
+            status_code=content.status_code,
+            error=content.error,
+            title=content.title,
+            markdown=content.markdown,
+            text=content.text,
+            html=content.html,
+            links=content.links,
+            metadata=content.metadata,
+            screenshot=content.screenshot,
+            truncated=content.truncated,
+            elapsed_ms=int((time.monotonic() - started) * 1000),
+            fetched_at=utc_now(),
+            worker=self._deps.settings.worker_name,
             request_metadata=request.metadata,
         )
 

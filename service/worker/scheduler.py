@@ -58,9 +58,9 @@ class PageScheduler:
 
     async def run(self, work: Callable[[], Awaitable[T]]) -> T:
         """Wait for a slot, run `work`; if it is shed, queue it at the front and run it again."""
-        front = False
+        waiter = self._enqueue(front=False)
         while True:
-            await self._acquire(front=front)
+            await self._acquire(waiter)
             running = _Running(task=asyncio.ensure_future(work()))
             self._running.append(running)
             try:
@@ -69,7 +69,7 @@ class PageScheduler:
                 current = asyncio.current_task()
                 if not running.shed or (current is not None and current.cancelling()):
                     raise
-                front = True
+                waiter = self._enqueue(front=True)  # queued before its slot is given away
             finally:
                 self._running.remove(running)
                 self._release()
@@ -95,12 +95,15 @@ class PageScheduler:
             self._granted += 1
             waiter.set_result(None)
 
-    async def _acquire(self, *, front: bool) -> None:
+    def _enqueue(self, *, front: bool) -> asyncio.Future[None]:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if front:
             self._waiting.appendleft(waiter)
         else:
             self._waiting.append(waiter)
+        return waiter
+
+    async def _acquire(self, waiter: asyncio.Future[None]) -> None:
         self.poke()
         try:
             await waiter

@@ -38,9 +38,7 @@ async def test_twenty_requests_through_two_workers(topics, collector, site, star
     """20 requests of 5 URLs through two workers: one result per URL, one terminal event each,
     seq without gaps, one key and partition per request, and both workers did work."""
     await asyncio.gather(start_worker("w1"), start_worker("w2"))
-    requests = {
-        f"req-{i}": [site.url(f"/page/{i * 5 + j}") for j in range(5)] for i in range(20)
-    }
+    requests = {f"req-{i}": [site.url(f"/page/{i * 5 + j}") for j in range(5)] for i in range(20)}
     await produce(topics, [_request(rid, urls) for rid, urls in requests.items()])
 
     await collector.wait_until(
@@ -65,9 +63,17 @@ async def test_javascript_content_with_wait_for(topics, collector, site, start_w
     """Content inserted by a timer appears in markdown and text when `wait_for` names it."""
     await start_worker()
     url = site.url("/js/late?delay_ms=700&n=7")
-    await produce(topics, [_request(
-        "late-1", [url], wait_for="#late", formats=["markdown", "text"],
-    )])
+    await produce(
+        topics,
+        [
+            _request(
+                "late-1",
+                [url],
+                wait_for="#late",
+                formats=["markdown", "text"],
+            )
+        ],
+    )
     await collector.wait_until(lambda seen: seen.terminal("late-1"), deadline_s=120)
     [result] = collector.seen.results_of("late-1")
     assert result.ok
@@ -89,9 +95,9 @@ async def test_failed_pages_get_error_codes_and_requests_complete(
         "e-refused": (f"http://127.0.0.1:{closed_port}/", "connection", None),
         "e-slow": (site.url("/slow?ms=20000"), "timeout", None),
     }
-    await produce(topics, [
-        _request(rid, [url], timeout_ms=2000) for rid, (url, _, _) in cases.items()
-    ])
+    await produce(
+        topics, [_request(rid, [url], timeout_ms=2000) for rid, (url, _, _) in cases.items()]
+    )
     await collector.wait_until(
         lambda seen: all(seen.terminal(rid) for rid in cases), deadline_s=120
     )
@@ -152,5 +158,3 @@ async def test_sigterm_drains_and_exits_zero(topics, collector, site, start_work
     await collector.wait_until(
         lambda seen: all(seen.terminal(rid) for rid in requests), deadline_s=180
     )
-
-

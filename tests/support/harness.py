@@ -10,7 +10,6 @@ import signal
 import sys
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -21,6 +20,7 @@ from service.settings import Settings
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
+    from pathlib import Path
 
 WORKER_START_DEADLINE_S = 90.0
 
@@ -69,10 +69,14 @@ class Topics:
         env = self.env()
         values = {
             "kafka_bootstrap_servers": env["KAFKA_BOOTSTRAP_SERVERS"],
-            "requests_topic": self.requests, "results_topic": self.results,
-            "progress_topic": self.progress, "dead_letter_topic": self.dead_letter,
-            "group_id": env["CRAWL_GROUP_ID"], "requests_partitions": 4,
-            "output_partitions": 4, "metrics_port": 0,
+            "requests_topic": self.requests,
+            "results_topic": self.results,
+            "progress_topic": self.progress,
+            "dead_letter_topic": self.dead_letter,
+            "group_id": env["CRAWL_GROUP_ID"],
+            "requests_partitions": 4,
+            "output_partitions": 4,
+            "metrics_port": 0,
         }
         return Settings(**(values | overrides))
 
@@ -89,8 +93,13 @@ class WorkerProcess:
     async def start(self) -> None:
         self.log_file = self.log_path.open("ab")
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "service", "worker", env=self.env,
-            stdout=self.log_file, stderr=self.log_file,
+            sys.executable,
+            "-m",
+            "service",
+            "worker",
+            env=self.env,
+            stdout=self.log_file,
+            stderr=self.log_file,
         )
         await self.wait_for_log("worker.started", WORKER_START_DEADLINE_S)
 
@@ -156,12 +165,16 @@ class Collector:
 
     async def run(self) -> None:
         consumer = AIOKafkaConsumer(
-            self.topics.results, self.topics.progress, bootstrap_servers=self.topics.bootstrap,
-            auto_offset_reset="earliest", enable_auto_commit=False, group_id=None,
+            self.topics.results,
+            self.topics.progress,
+            bootstrap_servers=self.topics.bootstrap,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            group_id=None,
             metadata_max_age_ms=1000,
         )
-        await consumer.start()
         try:
+            await consumer.start()
             async for record in consumer:
                 self._take(record)
         finally:
@@ -171,7 +184,9 @@ class Collector:
         key = record.key.decode()
         self.seen.keys.setdefault(key, set()).add((record.topic, record.partition))
         if record.topic == self.topics.progress:
-            self.seen.events.append((ProgressEvent.model_validate_json(record.value), record.partition))
+            self.seen.events.append(
+                (ProgressEvent.model_validate_json(record.value), record.partition)
+            )
             return
         whole = self._chunks.add(record.value, list(record.headers))
         if whole is not None:

@@ -1,0 +1,46 @@
+# One way to do things: the README, pre-commit and .ci/run all call these targets.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint unit integration schemas bench clean
+
+## Install what is missing: Chromium (apt), the virtual environment, the locked packages.
+setup: $(STAMP)
+	@bash scripts/ensure-system.sh
+
+$(STAMP): requirements.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --no-deps -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+## The main job: a broker, a worker and the sample site; one request followed to its end.
+demo: setup
+	$(BIN)/crawlstream demo
+
+## Everything CI checks: lint, types, schemas in sync, unit and integration tests.
+test: setup lint
+	$(BIN)/pytest -q
+
+lint: setup
+	$(BIN)/ruff check service tests bench
+	$(BIN)/ruff format --check service tests bench
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest -q tests/unit
+
+integration: setup
+	$(BIN)/pytest -q tests/integration
+
+schemas: setup
+	$(BIN)/crawlstream schemas
+
+bench: setup
+	$(BIN)/python bench/throughput.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

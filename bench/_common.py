@@ -1,0 +1,77 @@
+"""Shared pieces of the benchmarks: the test site, a PSS sampler, a worker process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+
+from service.backpressure._proctree import tree_memory  # noqa: E402
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+PSS_INTERVAL_S = 0.5
+
+
+class PeakPss:
+    """Samples the summed PSS of a process tree in the background; keeps the peak."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = 0
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[PeakPss]:
+        task = asyncio.create_task(self._loop())
+        try:
+            yield self
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _loop(self) -> None:
+        while True:
+            value = await asyncio.to_thread(tree_memory, Path("/proc"), self.pid)
+            self.peak = max(self.peak, value)
+            await asyncio.sleep(PSS_INTERVAL_S)
+
+
+def mib(value: float) -> str:
+    return f"{value / 2**20:,.0f} MiB"
+
+
+class Stopwatch:
+    def __enter__(self) -> Self:
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.seconds = time.perf_counter() - self.start
+
+
+def worker_env(bootstrap: str, prefix: str, site_port: int, **extra: str) -> dict[str, str]:
+    return (
+        os.environ
+        | {
+            "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+            "CRAWL_REQUESTS_TOPIC": f"{prefix}.requests",
+            "CRAWL_RESULTS_TOPIC": f"{prefix}.results",
+            "CRAWL_PROGRESS_TOPIC": f"{prefix}.progress",
+            "CRAWL_DEAD_LETTER_TOPIC": f"{prefix}.dead-letter",
+            "CRAWL_GROUP_ID": f"{prefix}-group",
+            "CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{site_port}",
+            "CRAWL_METRICS_PORT": "0",
+            "CRAWL_LOG_FORMAT": "json",
+            "CRAWL_LOG_LEVEL": "warning",
+        }
+        | extra
+    )

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the system pieces the project needs when they are missing: Chromium from Debian.
+# Java 17 and Maven are expected on the machine (the broker's jars are resolved on first use).
+set -euo pipefail
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif have sudo; then sudo "$@"; else
+    echo "need root to run: $*" >&2; return 1; fi
+}
+
+if ! have chromium && ! have chromium-browser && ! have google-chrome; then
+  if have apt-get; then
+    echo "Installing Chromium from Debian's packages..."
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null
+  else
+    echo "No Chromium found and no apt-get: run '.venv/bin/playwright install chromium'" >&2
+  fi
+fi
+for tool in java mvn; do
+  have "$tool" || { echo "missing: $tool (Java 17 and Maven run the local Kafka broker)" >&2; exit 1; }
+done

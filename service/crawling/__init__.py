@@ -1,0 +1,20 @@
+"""Crawling: the browser pool, page fetch, extraction, the URL policy and egress proxy."""
+
+from service.crawling.browser import BrowserPool, RequestContext
+from service.crawling.egress_proxy import EgressProxy
+from service.crawling.extraction import Extracted, extract
+from service.crawling.fetch import PageContent, fetch_page
+from service.crawling.url_policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
+
+__all__ = [
+    "BlockedUrlError",
+    "BrowserPool",
+    "EgressProxy",
+    "Extracted",
+    "PageContent",
+    "RequestContext",
+    "UnresolvableHostError",
+    "UrlPolicy",
+    "extract",
+    "fetch_page",
+]

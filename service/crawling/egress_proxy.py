@@ -1,0 +1,248 @@
+"""The HTTP forward proxy every browser request goes through, so the URL policy sees them all.
+
+Chromium is launched with `--proxy-server=http://127.0.0.1:<port>` and
+`--proxy-bypass-list=<-loopback>` (Playwright: `proxy={"server": ..., "bypass": "<-loopback>"}`),
+so first navigations, redirects, subresources, fetch/XHR and WebSockets all arrive here, even
+those to loopback. For each request the proxy checks the target, resolves it once and connects
+to exactly the address it checked (no DNS-rebinding gap), then relays bytes both ways:
+`CONNECT host:port` tunnels (https, wss) and absolute-form plain HTTP requests (the head is
+rewritten to origin-form with `Connection: close`; WebSocket upgrades are relayed as well).
+
+Refusals are answers the browser can show: 403 with `X-Crawlstream-Blocked: <reason>` for a
+blocked target; 502 with `X-Crawlstream-Error: dns|connection|timeout` for one that cannot be
+reached; 400 for anything that is not a proxy request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Self
+
+from service.crawling import _proxy_replies as replies
+from service.crawling._proxy_head import (
+    HEAD_END,
+    BadRequestError,
+    RequestHead,
+    absolute_target,
+    origin_head,
+    parse_head,
+    split_authority,
+)
+from service.crawling._tunnel import Stream, Tunnel, open_upstream
+from service.crawling.url_policy import DEFAULT_PORTS, BlockedUrlError, UnresolvableHostError
+from service.logs import get_logger
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import TracebackType
+
+    from service.crawling._ip_ranges import IPAddress
+    from service.crawling.url_policy import UrlPolicy
+
+__all__ = ["BLOCKED_HEADER", "ERROR_HEADER", "EgressProxy", "ProxyTimeouts"]
+
+BLOCKED_HEADER: Final = replies.BLOCKED_HEADER
+ERROR_HEADER: Final = replies.ERROR_HEADER
+
+MAX_HEAD_BYTES: Final = 64 * 1024
+"""Largest request head (request line and headers) read from the browser."""
+
+LOOPBACK: Final = "127.0.0.1"
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProxyTimeouts:
+    """Deadlines of the proxy's network waits, in seconds."""
+
+    head_s: float = 30.0
+    """For the browser to send a complete request head."""
+    connect_s: float = 10.0
+    """For the TCP connection to the target (all its checked addresses together)."""
+    idle_s: float = 120.0
+    """A relay with no byte in either direction for this long is closed."""
+    reply_s: float = 5.0
+    """For writing a refusal or the CONNECT answer to the browser."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Target:
+    """Where one request goes: `label` is what the policy's verdict is reported against."""
+
+    host: str
+    port: int
+    label: str
+
+
+class EgressProxy:
+    """`async with EgressProxy(policy) as proxy:` serves on `127.0.0.1:{proxy.port}`.
+
+    `on_blocked(target, reason)` is called for every refused target: the absolute URL of a
+    plain request, `host:port` of a CONNECT (where the browser shows only a network error).
+    """
+
+    def __init__(
+        self,
+        policy: UrlPolicy,
+        *,
+        host: str = LOOPBACK,
+        port: int = 0,
+        on_blocked: Callable[[str, str], None] | None = None,
+        timeouts: ProxyTimeouts | None = None,
+    ) -> None:
+        self._policy = policy
+        self._bind = (host, port)
+        self._on_blocked = on_blocked
+        self._timeouts = timeouts or ProxyTimeouts()
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[object]] = set()
+        self._closing = False
+        self.blocked_total = 0
+        """Requests refused by the policy since start."""
+
+    @property
+    def port(self) -> int:
+        if self._server is None or not self._server.sockets:
+            raise RuntimeError("the egress proxy is not running; use it with `async with`")
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    @property
+    def url(self) -> str:
+        """`http://127.0.0.1:<port>`: the browser's proxy server."""
+        return f"http://{self._bind[0]}:{self.port}"
+
+    @property
+    def active_connections(self) -> int:
+        return len(self._connections)
+
+    async def __aenter__(self) -> Self:
+        host, port = self._bind
+        self._server = await asyncio.start_server(self._serve, host, port, limit=MAX_HEAD_BYTES)
+        log.info("proxy.started", port=self.port)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._closing = True
+        if self._server is not None:
+            self._server.close()
+        while self._connections:
+            pending = list(self._connections)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._timeouts.reply_s):
+                    await self._server.wait_closed()
+        log.info("proxy.stopped", blocked_total=self.blocked_total)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is None or self._closing:
+            writer.transport.abort()
+            return
+        self._connections.add(task)
+        client = Stream(reader=reader, writer=writer)
+        try:
+            await self._handle(client)
+        except asyncio.CancelledError:
+            # Only __aexit__ cancels these tasks, and this is their outermost frame: ending
+            # normally keeps Python 3.11's stream callback from logging a cancelled task.
+            pass
+        except Exception:  # a loop boundary: one broken connection must not stop the proxy
+            log.exception("proxy.connection_failed")
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _handle(self, client: Stream) -> None:
+        head = await self._read_head(client)
+        if head is None:
+            return
+        try:
+            target = _target_of(head, self._policy)
+            addresses = await self._policy.resolve_and_check(target.host, target.port)
+        except BadRequestError as exc:
+            await self._send(client, replies.bad_request(str(exc)))
+        except BlockedUrlError as exc:
+            await self._refuse(client, head.target, exc.reason)
+        except UnresolvableHostError as exc:
+            await self._send(client, replies.failed("dns", str(exc)))
+        else:
+            await self._relay(client, head, target, addresses)
+
+    async def _read_head(self, client: Stream) -> RequestHead | None:
+        """The request head; None (after answering 400 where useful) when there is none."""
+        try:
+            async with asyncio.timeout(self._timeouts.head_s):
+                raw = await client.reader.readuntil(HEAD_END)
+            return parse_head(raw)
+        except asyncio.LimitOverrunError:
+            await self._send(client, replies.bad_request("request head too large"))
+        except BadRequestError as exc:
+            await self._send(client, replies.bad_request(str(exc)))
+        except (asyncio.IncompleteReadError, TimeoutError, OSError):
+            pass  # the browser closed the connection or never finished its request
+        return None
+
+    async def _relay(
+        self, client: Stream, head: RequestHead, target: _Target, addresses: list[IPAddress]
+    ) -> None:
+        try:
+            upstream = await open_upstream(addresses, target.port, self._timeouts.connect_s)
+        except TimeoutError:
+            await self._send(client, replies.failed("timeout", f"connecting to {target.label}"))
+            return
+        except OSError as exc:
+            await self._send(client, replies.failed("connection", f"{target.label}: {exc}"))
+            return
+        try:
+            if head.is_connect:
+                await self._send(client, replies.ESTABLISHED, close=False)
+            else:
+                upstream.writer.write(origin_head(head, absolute_target(head)))
+            await Tunnel(client=client, upstream=upstream, idle_s=self._timeouts.idle_s).run()
+        finally:
+            upstream.writer.close()
+
+    async def _refuse(self, client: Stream, target: str, reason: str) -> None:
+        self.blocked_total += 1
+        log.info("proxy.blocked", target=target, reason=reason)
+        await self._send(client, replies.blocked(target, reason))
+        if self._on_blocked is not None:
+            self._on_blocked(target, reason)
+
+    async def _send(self, client: Stream, data: bytes, *, close: bool = True) -> None:
+        with contextlib.suppress(OSError, TimeoutError):
+            client.writer.write(data)
+            async with asyncio.timeout(self._timeouts.reply_s):
+                await client.writer.drain()
+        if close:
+            client.writer.close()
+
+
+def _target_of(head: RequestHead, policy: UrlPolicy) -> _Target:
+    """Host and port of the request, after the policy's checks that need no DNS."""
+    if head.is_connect:
+        host, port = split_authority(head.target)
+        return _Target(host=host.removeprefix("[").removesuffix("]"), port=port, label=head.target)
+    try:
+        policy.check_url(head.target)
+    except BlockedUrlError:
+        if "://" not in head.target:
+            raise BadRequestError("the request target must be an absolute URL") from None
+        raise
+    url = absolute_target(head)
+    if url.scheme != "http":
+        raise BadRequestError("only http:// is forwarded; https goes through CONNECT")
+    port = DEFAULT_PORTS[url.scheme] if url.port is None else url.port
+    return _Target(host=url.hostname or "", port=port, label=head.target)

@@ -1,0 +1,197 @@
+"""The SSRF policy: which URLs and addresses the crawler may reach.
+
+Only http and https; no loopback, private, link-local, multicast or otherwise non-public
+address (numeric host spellings and IPv6 forms of IPv4 addresses included), unless the host
+is on the allowlist. `check_url` judges a URL without DNS; `resolve_and_check` resolves a
+host once and returns the addresses it checked, which are the ones to connect to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import dataclass
+from ipaddress import ip_address
+from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
+
+from service.contracts import ALLOWED_SCHEMES
+from service.crawling._hosts import Host, browser_cleaned_url, parse_host
+from service.crawling._ip_ranges import IPAddress, forbidden_reason
+from service.errors import ConfigurationError, PermanentError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from service.settings import Settings
+
+__all__ = [
+    "BlockedUrlError",
+    "IPAddress",
+    "UnresolvableHostError",
+    "UrlPolicy",
+    "forbidden_reason",
+]
+
+RESOLVE_DEADLINE_S: Final = 10.0
+"""Longest wait for DNS (the system resolver's own retries included)."""
+
+DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+_MAX_PORT: Final = 65535
+
+
+class BlockedUrlError(PermanentError):
+    """The policy forbids the URL (scheme, unparsable URL, non-public address)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"{url} is blocked: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class UnresolvableHostError(PermanentError):
+    """The host name did not resolve (the contract's error code `dns`)."""
+
+    def __init__(self, host: str, reason: str) -> None:
+        super().__init__(f"{host} did not resolve: {reason}")
+        self.host = host
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UrlPolicy:
+    """The policy of one worker, built from its settings."""
+
+    allowed: frozenset[tuple[str, int | None]] = frozenset()
+    """Allowlisted (host, port) pairs; port None allows every port of the host."""
+    block_private_addresses: bool = True
+    resolve_deadline_s: float = RESOLVE_DEADLINE_S
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> UrlPolicy:
+        return cls.create(
+            allowed_hosts=settings.allowed_hosts,
+            block_private_addresses=settings.block_private_addresses,
+        )
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        allowed_hosts: Iterable[str] = (),
+        block_private_addresses: bool = True,
+        resolve_deadline_s: float = RESOLVE_DEADLINE_S,
+    ) -> UrlPolicy:
+        """A policy from `host[:port]` allowlist entries (`[v6]:port` for IPv6 with a port)."""
+        return cls(
+            allowed=frozenset(_allow_entry(entry) for entry in allowed_hosts),
+            block_private_addresses=block_private_addresses,
+            resolve_deadline_s=resolve_deadline_s,
+        )
+
+    def check_url(self, url: str) -> None:
+        """Raise BlockedUrlError unless `url` is http(s) with a host that may be reached.
+
+        Judges IP literals (in every spelling a browser accepts) and `localhost` names without
+        DNS; other names are judged by `resolve_and_check`.
+        """
+        host, port = _host_and_port(url)
+        reason = self._reason_without_dns(host, port)
+        if reason is not None:
+            raise BlockedUrlError(url, reason)
+
+    async def resolve_and_check(self, host: str, port: int) -> list[IPAddress]:
+        """The addresses of `host`, resolved once; connect to these and no others.
+
+        Raises BlockedUrlError when any address is forbidden (unless `host[:port]` is
+        allowlisted) and UnresolvableHostError when DNS fails or takes too long.
+        """
+        parsed = _parsed_host(host, f"{host}:{port}")
+        target = f"{parsed.name}:{port}"
+        reason = self._reason_without_dns(parsed, port)
+        if reason is not None:
+            raise BlockedUrlError(target, reason)
+        if parsed.address is not None:
+            return [parsed.address]
+        addresses = await self._resolve(parsed.name, port)
+        if self._checks(parsed, port):
+            for address in addresses:
+                reason = forbidden_reason(address)
+                if reason is not None:
+                    raise BlockedUrlError(target, f"resolves to {address}, {reason}")
+        return addresses
+
+    def is_allowed(self, host: Host, port: int) -> bool:
+        return (host.name, port) in self.allowed or (host.name, None) in self.allowed
+
+    def _checks(self, host: Host, port: int) -> bool:
+        return self.block_private_addresses and not self.is_allowed(host, port)
+
+    def _reason_without_dns(self, host: Host, port: int) -> str | None:
+        if not self._checks(host, port):
+            return None
+        if host.address is not None:
+            return forbidden_reason(host.address)
+        return "loopback (localhost name)" if host.is_localhost else None
+
+    async def _resolve(self, name: str, port: int) -> list[IPAddress]:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.resolve_deadline_s):
+                infos = await loop.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+        except TimeoutError as exc:
+            raise UnresolvableHostError(name, "DNS timed out") from exc
+        except (OSError, UnicodeError) as exc:
+            raise UnresolvableHostError(name, str(exc) or type(exc).__name__) from exc
+        addresses = _unique(ip_address(info[4][0]) for info in infos)
+        if not addresses:
+            raise UnresolvableHostError(name, "no addresses")
+        return addresses
+
+
+def _host_and_port(url: str) -> tuple[Host, int]:
+    """Host and port of an http(s) URL, as a browser parses it."""
+    cleaned = browser_cleaned_url(url)
+    try:
+        parts = urlsplit(cleaned)
+        hostname, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise BlockedUrlError(url, f"invalid URL ({exc})") from exc
+    if parts.scheme not in ALLOWED_SCHEMES:
+        raise BlockedUrlError(url, f"scheme {parts.scheme or '(none)'!r} is not http(s)")
+    if not hostname:
+        raise BlockedUrlError(url, "no host")
+    return _parsed_host(hostname, url), DEFAULT_PORTS[parts.scheme] if port is None else port
+
+
+def _parsed_host(raw: str, target: str) -> Host:
+    try:
+        return parse_host(raw)
+    except (ValueError, UnicodeError) as exc:
+        raise BlockedUrlError(target, f"invalid host ({exc})") from exc
+
+
+def _allow_entry(entry: str) -> tuple[str, int | None]:
+    """`host`, `host:port`, `v6`, `[v6]` or `[v6]:port` as a (canonical host, port) pair."""
+    raw_host, port = _split_entry(entry.strip())
+    try:
+        return parse_host(raw_host).name, port
+    except (ValueError, UnicodeError) as exc:
+        raise ConfigurationError(f"invalid allowed host {entry!r}: {exc}") from exc
+
+
+def _split_entry(entry: str) -> tuple[str, int | None]:
+    if entry.startswith("[") and "]:" in entry:
+        host, _, port = entry.rpartition(":")
+    elif entry.count(":") == 1:
+        host, _, port = entry.partition(":")
+    else:
+        return entry, None
+    if not (port.isascii() and port.isdecimal()) or not 0 < int(port) <= _MAX_PORT:
+        raise ConfigurationError(f"invalid port in allowed host {entry!r}")
+    return host, int(port)
+
+
+def _unique(addresses: Iterable[IPAddress]) -> list[IPAddress]:
+    return list(dict.fromkeys(addresses))

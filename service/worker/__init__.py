@@ -1,0 +1,5 @@
+"""The worker: consumer -> admission -> crawl -> publish -> commit."""
+
+from service.worker.app import Worker
+
+__all__ = ["Worker"]

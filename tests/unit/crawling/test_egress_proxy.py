@@ -1,0 +1,311 @@
+"""The egress proxy against real sockets, on 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import socket
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+
+from service.crawling.egress_proxy import EgressProxy, ProxyTimeouts
+from service.crawling.url_policy import UrlPolicy
+
+DEADLINE_S = 10.0
+
+
+@dataclass
+class Origin:
+    port: int
+    hits: list[web.Request] = field(default_factory=list)
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+async def _start_origin(stack: list[web.AppRunner]) -> Origin:
+    origin = Origin(port=0)
+
+    async def echo(request: web.Request) -> web.StreamResponse:
+        origin.hits.append(request)
+        if request.path == "/ws":
+            ws = web.WebSocketResponse()
+            await ws.prepare(request)
+            await ws.send_str("hello over websocket")
+            await ws.close()
+            return ws
+        body = await request.read()
+        return web.Response(text=f"{request.method} {request.path_qs} {len(body)}")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", echo)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    stack.append(runner)
+    origin.port = runner.addresses[0][1]
+    return origin
+
+
+@pytest.fixture
+async def origins():
+    """Two local origins: `allowed` is on the allowlist, `other` is not."""
+    runners: list[web.AppRunner] = []
+    pair = (await _start_origin(runners), await _start_origin(runners))
+    yield pair
+    for runner in runners:
+        await runner.cleanup()
+
+
+@pytest.fixture
+def blocked_log() -> list[tuple[str, str]]:
+    """What the proxy reported through `on_blocked`."""
+    return []
+
+
+@pytest.fixture
+async def proxy(origins, blocked_log):
+    allowed, _ = origins
+    policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
+    async with EgressProxy(policy, on_blocked=lambda *args: blocked_log.append(args)) as running:
+        yield running
+
+
+async def exchange(
+    port: int, data: bytes, *, then: bytes = b"", until: bytes | None = None
+) -> tuple[Reply, bytes]:
+    """Send `data` and read the reply head; send `then` and read to the end (or to `until`)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        async with asyncio.timeout(DEADLINE_S):
+            writer.write(data)
+            head = await reader.readuntil(b"\r\n\r\n")
+            writer.write(then)
+            rest = await (reader.readuntil(until) if until else reader.read())
+    finally:
+        writer.close()
+    return _reply(head, rest), rest
+
+
+def _reply(head: bytes, rest: bytes) -> Reply:
+    status_line, *lines = head.decode("latin-1").strip().split("\r\n")
+    headers = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return Reply(status=int(status_line.split(" ")[1]), headers=headers, body=rest)
+
+
+def get(url: str, *extra: str) -> bytes:
+    lines = [f"GET {url} HTTP/1.1", "Host: ignored.example", *extra, "", ""]
+    return "\r\n".join(lines).encode()
+
+
+def connect(authority: str) -> bytes:
+    return f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode()
+
+
+def inner_get(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: inner\r\nConnection: close\r\n\r\n".encode()
+
+
+async def test_an_allowlisted_plain_request_is_forwarded_in_origin_form(proxy, origins):
+    """The origin sees an origin-form request, its own Host, no proxy headers, one request."""
+    allowed, _ = origins
+    reply, _ = await exchange(
+        proxy.port,
+        get(
+            f"http://127.0.0.1:{allowed.port}/page?x=1#frag",
+            "Proxy-Connection: keep-alive",
+            "Proxy-Authorization: Basic c2VjcmV0",
+            "X-Kept: yes",
+        ),
+    )
+    assert reply.status == 200
+    assert reply.body == b"GET /page?x=1 0"
+    [request] = allowed.hits
+    assert request.headers["Host"] == f"127.0.0.1:{allowed.port}"
+    assert request.headers["X-Kept"] == "yes"
+    assert request.headers["Connection"] == "close"
+    assert "Proxy-Connection" not in request.headers
+    assert "Proxy-Authorization" not in request.headers
+
+
+async def test_a_request_body_is_forwarded(proxy, origins):
+    allowed, _ = origins
+    body = b"a" * 100_000
+    head = (
+        f"POST http://127.0.0.1:{allowed.port}/upload HTTP/1.1\r\n"
+        f"Host: x\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    reply, _ = await exchange(proxy.port, head + body)
+    assert reply.status == 200
+    assert reply.body == b"POST /upload 100000"
+
+
+async def test_an_allowlisted_connect_opens_a_tunnel(proxy, origins):
+    allowed, _ = origins
+    reply, rest = await exchange(
+        proxy.port, connect(f"127.0.0.1:{allowed.port}"), then=inner_get("/tunnelled")
+    )
+    assert reply.status == 200
+    assert rest.startswith(b"HTTP/1.1 200 OK")
+    assert rest.endswith(b"GET /tunnelled 0")
+    assert [hit.path for hit in allowed.hits] == ["/tunnelled"]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://127.0.0.1:{port}/secret",
+        "http://2130706433:{port}/secret",
+        "http://0x7f.1:{port}/secret",
+        "http://localhost:{port}/secret",
+        "http://[::ffff:127.0.0.1]:{port}/secret",
+    ],
+)
+async def test_a_loopback_port_off_the_allowlist_gets_403_and_no_traffic(
+    proxy, origins, blocked_log, target
+):
+    """The target server sees nothing; the browser gets a 403 naming the reason."""
+    _, other = origins
+    url = target.format(port=other.port)
+    reply, _ = await exchange(proxy.port, get(url))
+    assert reply.status == 403
+    assert "loopback" in reply.headers["x-crawlstream-blocked"]
+    assert other.hits == []
+    assert proxy.blocked_total == 1
+    assert blocked_log == [(url, reply.headers["x-crawlstream-blocked"])]
+
+
+async def test_a_connect_to_a_loopback_port_off_the_allowlist_gets_403(proxy, origins, blocked_log):
+    _, other = origins
+    authority = f"127.0.0.1:{other.port}"
+    reply, _ = await exchange(proxy.port, connect(authority), then=inner_get("/secret"))
+    assert reply.status == 403
+    assert reply.headers["x-crawlstream-blocked"] == "loopback"
+    assert other.hits == []
+    assert blocked_log == [(authority, "loopback")]
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [get("http://nonexistent.invalid/"), connect("nonexistent.invalid:443")],
+)
+async def test_an_unresolvable_host_gets_502_dns(proxy, request_bytes):
+    reply, _ = await exchange(proxy.port, request_bytes)
+    assert reply.status == 502
+    assert reply.headers["x-crawlstream-error"] == "dns"
+    assert proxy.blocked_total == 0
+
+
+def _unused_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_a_refused_connection_gets_502_connection():
+    port = _unused_port()
+    policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{port}"])
+    async with EgressProxy(policy) as running:
+        reply, _ = await exchange(running.port, get(f"http://127.0.0.1:{port}/"))
+    assert reply.status == 502
+    assert reply.headers["x-crawlstream-error"] == "connection"
+
+
+async def test_a_connect_past_its_deadline_gets_502_timeout(origins):
+    allowed, _ = origins
+    policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
+    async with EgressProxy(policy, timeouts=ProxyTimeouts(connect_s=0)) as running:
+        reply, _ = await exchange(running.port, connect(f"127.0.0.1:{allowed.port}"))
+    assert reply.status == 502
+    assert reply.headers["x-crawlstream-error"] == "timeout"
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"hello there\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET http://example.com/ HTTP/9\r\n\r\n", 400),
+        (b"GET http://example.com/ HTTP/1.1\r\nno colon here\r\n\r\n", 400),
+        (b"GET http://example.com/ HTTP/1.1\r\n folded: header\r\n\r\n", 400),
+        (b"G(T http://example.com/ HTTP/1.1\r\n\r\n", 400),
+        (b"CONNECT example.com HTTP/1.1\r\n\r\n", 400),
+        (b"CONNECT example.com:0 HTTP/1.1\r\n\r\n", 400),
+        (b"CONNECT [::1:443 HTTP/1.1\r\n\r\n", 400),
+        (b"GET https://example.com/ HTTP/1.1\r\n\r\n", 400),
+        (b"GET http://example.com:99999/ HTTP/1.1\r\n\r\n", 403),
+        (b"GET ftp://example.com/ HTTP/1.1\r\n\r\n", 403),
+        (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 400),
+    ],
+)
+async def test_garbage_gets_400_and_other_schemes_403(proxy, request_bytes, status):
+    reply, _ = await exchange(proxy.port, request_bytes)
+    assert reply.status == status
+
+
+async def test_an_oversized_head_gets_400(proxy):
+    reply, _ = await exchange(
+        proxy.port, b"GET http://example.com/ HTTP/1.1\r\nX: " + b"a" * 100_000
+    )
+    assert reply.status == 400
+    assert b"too large" in reply.body
+
+
+async def test_a_websocket_upgrade_over_plain_http_is_relayed(proxy, origins):
+    allowed, _ = origins
+    key = base64.b64encode(os.urandom(16)).decode()
+    reply, rest = await exchange(
+        proxy.port,
+        get(
+            f"http://127.0.0.1:{allowed.port}/ws",
+            "Connection: Upgrade",
+            "Upgrade: websocket",
+            "Sec-WebSocket-Version: 13",
+            f"Sec-WebSocket-Key: {key}",
+        ),
+        until=b"hello over websocket",
+    )
+    assert reply.status == 101
+    assert b"hello over websocket" in rest
+
+
+async def test_a_silent_tunnel_is_closed_after_the_idle_deadline(origins):
+    allowed, _ = origins
+    policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
+    async with EgressProxy(policy, timeouts=ProxyTimeouts(idle_s=0.2)) as running:
+        reply, rest = await exchange(running.port, connect(f"127.0.0.1:{allowed.port}"))
+        assert reply.status == 200
+        assert rest == b""
+
+
+async def test_leaving_the_context_cancels_open_connections(origins):
+    """Open tunnels do not outlive the proxy: their tasks are cancelled and awaited."""
+    allowed, _ = origins
+    policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
+    async with EgressProxy(policy) as running:
+        reader, writer = await asyncio.open_connection("127.0.0.1", running.port)
+        writer.write(connect(f"127.0.0.1:{allowed.port}"))
+        async with asyncio.timeout(DEADLINE_S):
+            await reader.readuntil(b"\r\n\r\n")
+        assert running.active_connections == 1
+    assert running.active_connections == 0
+    async with asyncio.timeout(DEADLINE_S):
+        assert await reader.read() == b""
+    writer.close()
+
+
+async def test_the_port_is_unavailable_outside_the_context():
+    running = EgressProxy(UrlPolicy.create())
+    with pytest.raises(RuntimeError):
+        _ = running.port

@@ -1,0 +1,52 @@
+"""Every kind of bad message gets a precise rejection code; good ones parse."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from service.errors import RejectedMessageError
+from service.settings import Settings
+from service.worker.intake import parse_request
+
+SETTINGS = Settings(max_urls_per_request=3, max_request_bytes=2000)
+
+
+@pytest.mark.parametrize(
+    ("value", "code", "request_id"),
+    [
+        (None, "empty", None),
+        (b"\xff\xfe", "not_utf8", None),
+        (b"{not json", "not_json", None),
+        (b"[1, 2]", "not_object", None),
+        (
+            b'{"request_id": "ok-1", "urls": ["http://a/"], "schema_version": 9}',
+            "unsupported_schema_version",
+            "ok-1",
+        ),
+        (b'{"request_id": "ok-2", "urls": ["http://a/"], "extra": 1}', "invalid_request", "ok-2"),
+        (b'{"request_id": "bad id", "urls": ["http://a/"]}', "invalid_request", None),
+        (b'{"request_id": "ok-3", "urls": "http://a/"}', "invalid_request", "ok-3"),
+        (
+            json.dumps(
+                {"request_id": "ok-4", "urls": [f"http://a/{i}" for i in range(4)]}
+            ).encode(),
+            "invalid_request",
+            "ok-4",
+        ),
+        (b'{"request_id": "big", "urls": ["http://a/' + b"x" * 3000 + b'"]}', "too_large", None),
+    ],
+)
+def test_bad_messages_are_rejected_with_a_code(value, code, request_id):
+    """The code says what is wrong; the request_id is kept when it can be read."""
+    with pytest.raises(RejectedMessageError) as caught:
+        parse_request(value, SETTINGS)
+    assert (caught.value.code, caught.value.request_id) == (code, request_id)
+
+
+def test_good_message_parses_and_keeps_odd_schemes_for_the_policy():
+    """A valid request parses; a non-http URL stays in to get a `blocked` result."""
+    value = b'{"request_id": "fine", "urls": ["http://a/", "javascript:alert(1)"]}'
+    request = parse_request(value, SETTINGS)
+    assert request.urls == ["http://a/", "javascript:alert(1)"]
