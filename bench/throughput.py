@@ -16,7 +16,7 @@ import os
 import sys
 import uuid
 
-from _common import PeakPss, Stopwatch, mib, worker_env
+from _common import ROOT, PeakPss, Stopwatch, mib, worker_env
 from playwright.async_api import async_playwright
 from testsite import serve
 
@@ -83,7 +83,7 @@ async def service(
     )
     await ensure_topics(settings)
     worker = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "service", "worker", env=env, stderr=asyncio.subprocess.DEVNULL
+        sys.executable, "-m", "service", "worker", env=env, stderr=_log_file(prefix)
     )
     consumer = AIOKafkaConsumer(
         settings.progress_topic,
@@ -117,6 +117,12 @@ async def service(
     worker.terminate()
     await worker.wait()
     return len(urls) / watch.seconds, pss.peak
+
+
+def _log_file(prefix: str) -> object:
+    path = ROOT / ".bench" / f"{prefix}-worker.log"
+    path.parent.mkdir(exist_ok=True)
+    return path.open("wb")
 
 
 def _chromium() -> str:

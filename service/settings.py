@@ -109,6 +109,11 @@ class Settings(BaseSettings):
     """Ceiling of pages rendered at once by one worker."""
     min_page_slots: int = Field(default=1, ge=1)
     """Floor of pages rendered at once: a worker always makes progress."""
+    max_pages_per_request: int = Field(default=2, ge=1)
+    """Pages of one request rendered at once: pages of a request's own browser context are
+    reused between its URLs, so fewer at a time means fewer pages opened per URL."""
+    max_queued_pages: int = Field(default=40, ge=1)
+    """Pages waiting for a slot before the consumer pauses (when no page can start)."""
     max_requests_in_flight: int = Field(default=64, ge=1)
     """Requests taken from Kafka and not yet committed, over all partitions."""
     max_partition_run_ahead: int = Field(default=32, ge=1)

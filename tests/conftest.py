@@ -57,8 +57,10 @@ async def start_worker(
     """Starts `crawlstream worker` processes for this test; all are stopped afterwards."""
     started: list[WorkerProcess] = []
 
-    async def start(name: str = "w1", **env: str) -> WorkerProcess:
-        worker = WorkerProcess(topics.env(**env), tmp_path / f"{name}.log", name)
+    async def start(
+        name: str = "w1", preexec: Callable[[], None] | None = None, **env: str
+    ) -> WorkerProcess:
+        worker = WorkerProcess(topics.env(**env), tmp_path / f"{name}.log", name, preexec)
         started.append(worker)
         await worker.start()
         return worker

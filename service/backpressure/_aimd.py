@@ -1,6 +1,9 @@
 """Additive-increase / multiplicative-decrease of the page concurrency limit.
 
-The limit grows by one page after memory has stayed comfortable for a whole window, and is cut
+Until the first sign of pressure the limit doubles after each comfortable window (slow start,
+as in TCP: a fresh replica reaches its ceiling in a few seconds instead of one page per
+window); after that it grows by one page after memory has stayed comfortable for a whole
+window, and is cut
 by a factor on pressure, at most once per cooldown so that pages handed back have time to close
 before the next cut. It always stays between the floor and the ceiling.
 """
@@ -23,11 +26,13 @@ class AimdLimit:
     comfortable_since: float | None = None
     last_decrease_at: float | None = None
 
-    def comfortable(self, now: float) -> None:
+    def comfortable(self, now: float, room: int) -> None:
+        """Memory is comfortable; `room` is the largest limit the headroom would fit now."""
         if self.comfortable_since is None:
             self.comfortable_since = now
         elif now - self.comfortable_since >= self.increase_window_s:
-            self.value = min(self.value + 1, self.ceiling)
+            step = self.value if self.last_decrease_at is None else 1
+            self.value = max(min(self.value + step, self.ceiling, room), self.value)
             self.comfortable_since = now
 
     def neutral(self) -> None:

@@ -204,7 +204,7 @@ class Governor:
         if level >= Level.HIGH:
             self._limit.pressure(now)
         elif level is Level.COMFORTABLE and self._room_to_grow(snapshot, in_flight):
-            self._limit.comfortable(now)
+            self._limit.comfortable(now, self._largest_fitting_limit(snapshot, in_flight))
         else:
             self._limit.neutral()
 
@@ -253,6 +253,11 @@ class Governor:
             pages_since_start >= self._t.recycle_after_pages
             or tree_pss_growth_bytes >= self._t.recycle_growth_bytes
         )
+
+    def _largest_fitting_limit(self, snapshot: MemorySnapshot, in_flight: int) -> int:
+        """The largest limit whose free slots, each at the page cost, fit the headroom."""
+        spare = snapshot.headroom_bytes - self._t.safety_margin_bytes
+        return in_flight + max(spare // self._cost.cost_bytes, 0)
 
     def _room_to_grow(self, snapshot: MemorySnapshot, in_flight: int) -> bool:
         """Headroom for every free slot of a limit one larger, plus the margin."""

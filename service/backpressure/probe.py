@@ -30,6 +30,11 @@ __all__ = ["LimitSource", "MemoryProbe", "MemorySampler", "MemorySnapshot"]
 SAMPLE_INTERVAL_S = 0.25
 """Seconds between two samples: well under the time a page takes to grow by its cost."""
 
+TREE_REFRESH_S = 1.0
+"""Seconds between two walks of the process tree's PSS. Reading `smaps_rollup` makes the
+kernel walk each Chromium process's page tables, which costs about 40 CPU ms per walk here;
+the cgroup's counters, read on every sample, are cheap."""
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 """Where the cgroup hierarchies are mounted."""
 
@@ -69,11 +74,12 @@ class MemoryProbe:
         self._cgroup_root = cgroup_root
         self._proc_root = proc_root
         self._clock = clock
+        self._tree: tuple[float, int] | None = None
 
     def sample(self) -> MemorySnapshot:
         cgroup = self._memory_cgroup
         reading = None if cgroup is None else cgroup.read()
-        tree = _proctree.tree_memory(self._proc_root, self._root_pid)
+        tree = self._tree_memory()
         limit, source = self._limit(reading)
         return MemorySnapshot(
             limit_bytes=limit,
@@ -83,6 +89,12 @@ class MemoryProbe:
             taken_at=self._clock(),
             oom_kills=None if reading is None else reading.oom_kills,
         )
+
+    def _tree_memory(self) -> int:
+        now = self._clock()
+        if self._tree is None or now - self._tree[0] >= TREE_REFRESH_S:
+            self._tree = (now, _proctree.tree_memory(self._proc_root, self._root_pid))
+        return self._tree[1]
 
     @cached_property
     def _memory_cgroup(self) -> _cgroup.MemoryCgroup | None:

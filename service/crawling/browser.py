@@ -27,7 +27,7 @@ from service.errors import BrowserUnavailableError
 from service.logs import get_logger
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
     from pathlib import Path
     from types import TracebackType
 
@@ -97,7 +97,14 @@ class RequestContext:
 
     async def close(self) -> None:
         await _close(self.context.close(), "context")
-        await self.pool.release(self.handle)
+        await self.pool.release(self)
+
+    async def trim(self) -> None:
+        """Close the pages that wait for this request's next URL (memory is short)."""
+        idle, self.idle = self.idle, []
+        for page in idle:
+            self.navigations.pop(page, None)
+            await _close(page.close(), "page")
 
     async def _new_page(self) -> Page:
         if not self.handle.alive:
@@ -113,8 +120,15 @@ class RequestContext:
 class BrowserPool:
     """Owns Playwright and the current browser; an async context manager."""
 
-    def __init__(self, settings: Settings, *, proxy_server: str | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        proxy_server: str | None = None,
+        on_restart: Callable[[str], None] | None = None,
+    ) -> None:
         self._settings = settings
+        self._on_restart = on_restart
         self._proxy_server = proxy_server
         self._playwright: Playwright | None = None
         self._executable: Path | None = None
@@ -122,6 +136,7 @@ class BrowserPool:
         self._generation = 0
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._open: set[RequestContext] = set()
         self.restarts = 0
 
     async def __aenter__(self) -> Self:
@@ -160,16 +175,32 @@ class BrowserPool:
         try:
             context = await self._new_context(handle, options)
         except BaseException:
-            await self.release(handle)
+            await self._released(handle)
             raise
-        return RequestContext(
+        opened = RequestContext(
             context=context, handle=handle, pool=self, reuse_limit=self._settings.page_reuse_limit
         )
+        self._open.add(opened)
+        return opened
 
-    async def release(self, handle: _BrowserHandle) -> None:
-        """A context of `handle` closed; a replaced browser closes with its last context."""
+    async def release(self, context: RequestContext) -> None:
+        """A context closed; a replaced browser closes with its last context."""
+        self._open.discard(context)
+        await self._released(context.handle)
+
+    async def _released(self, handle: _BrowserHandle) -> None:
         handle.contexts -= 1
         await self._close_if_drained(handle)
+
+    def trim_idle(self) -> None:
+        """Close every idle pooled page now (in the background; tasks are kept and reaped)."""
+        for context in list(self._open):
+            self._spawn(context.trim())
+
+    @property
+    def pages_served(self) -> int:
+        """Pages served by the current browser."""
+        return self._current.pages_served if self._current is not None else 0
 
     def recycle(self, reason: str) -> None:
         """Start the next context on a fresh browser; the current one drains and closes."""
@@ -190,11 +221,15 @@ class BrowserPool:
                 if handle.pages_served < self._settings.browser_recycle_pages:
                     return handle
                 self.recycle("pages")
+            reason = "recycled"
             if handle is not None and not handle.alive:
+                reason = "died"
                 log.warning("browser.died", generation=handle.generation)
             self._current = await self._launch()
             if handle is not None:
                 self.restarts += 1
+                if self._on_restart is not None:
+                    self._on_restart(reason)
                 await self._close_if_drained(handle)
             return self._current
 
@@ -242,7 +277,10 @@ class BrowserPool:
 
     def _close_popup(self, page: Page) -> None:
         """Pages the worker did not open (window.open, target=_blank) are closed at once."""
-        task = asyncio.create_task(_close_if_popup(page))
+        self._spawn(_close_if_popup(page))
+
+    def _spawn(self, work: Coroutine[object, object, None]) -> None:
+        task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -33,7 +33,7 @@ class Publisher:
             **client_options(settings),
             acks="all",
             enable_idempotence=True,
-            compression_type="gzip",
+            compression_type="zstd",
             linger_ms=5,
             max_request_size=int(settings.max_message_bytes),
         )

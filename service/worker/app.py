@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import signal
 from typing import TYPE_CHECKING, Final
 
 import structlog
 from aiokafka.errors import KafkaError
 
+from service.backpressure import Governor, MemorySampler
+from service.backpressure.gate import MemoryGate
 from service.contracts import EventType
 from service.crawling.browser import BrowserPool
 from service.crawling.egress_proxy import EgressProxy
@@ -25,7 +28,7 @@ from service.worker.deps import WorkerDeps
 from service.worker.intake import parse_request
 from service.worker.outputs import RunOutputs
 from service.worker.run import RequestRun
-from service.worker.scheduler import FixedGate, PageScheduler
+from service.worker.scheduler import PageScheduler
 
 if TYPE_CHECKING:
     from aiokafka import ConsumerRecord
@@ -48,6 +51,7 @@ class Worker:
         self._consumer: RequestConsumer | None = None
         self._deps: WorkerDeps | None = None
         self._stop_requested = asyncio.Event()
+        self._arrivals = itertools.count()
 
     def stop(self) -> None:
         self._stop_requested.set()
@@ -61,18 +65,28 @@ class Worker:
         async with contextlib.AsyncExitStack() as stack:
             publisher = await stack.enter_async_context(Publisher(settings))
             proxy = await stack.enter_async_context(EgressProxy(policy))
+            restarts = self._metrics.browser_restarts
             pool = await stack.enter_async_context(
-                BrowserPool(settings, proxy_server=f"http://127.0.0.1:{proxy.port}")
+                BrowserPool(
+                    settings,
+                    proxy_server=proxy.url,
+                    on_restart=lambda reason: restarts.labels(reason).inc(),
+                )
             )
+            gate = await self._memory_gate(stack)
+            scheduler = PageScheduler(gate)
+            gate.attach(scheduler, pool)
             self._deps = WorkerDeps(
                 settings=settings,
                 publisher=publisher,
                 pool=pool,
                 policy=policy,
-                scheduler=PageScheduler(FixedGate(settings.max_page_slots)),
+                scheduler=scheduler,
                 metrics=self._metrics,
             )
-            self._consumer = RequestConsumer(settings, self._handle, self._metrics)
+            self._consumer = RequestConsumer(
+                settings, self._handle, self._metrics, should_pause=gate.should_pause
+            )
             await stack.enter_async_context(
                 HealthServer(self._metrics, settings.metrics_port, self._readiness)
             )
@@ -87,6 +101,30 @@ class Worker:
             )
             await self._consumer.run()
         log.info("worker.stopped", worker=settings.worker_name)
+
+    async def _memory_gate(self, stack: contextlib.AsyncExitStack) -> MemoryGate:
+        """The sampler feeds the gate, which applies the governor's decisions."""
+        settings = self._settings
+        gates: list[MemoryGate] = []  # the gate is built from the sampler's first snapshot
+        sampler = await stack.enter_async_context(
+            MemorySampler.from_settings(settings, listener=lambda s: gates[0].on_sample(s))  # noqa: PLW0108
+        )
+        gate = MemoryGate(
+            Governor.from_settings(settings),
+            self._metrics,
+            backlog_capacity=settings.max_queued_pages,
+            first=sampler.latest,
+            enforce=settings.memory_governor,
+            ceiling=settings.max_page_slots,
+        )
+        gates.append(gate)
+        log.info(
+            "memory.limit",
+            limit_mib=sampler.latest.limit_bytes // 2**20,
+            source=str(sampler.latest.source),
+            governor=settings.memory_governor,
+        )
+        return gate
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -107,10 +145,11 @@ class Worker:
         except RejectedMessageError as exc:
             await self._reject(record, exc)
             return
+        priority = next(self._arrivals)
         with structlog.contextvars.bound_contextvars(request_id=request.request_id):
             for attempt in range(1_000_000):
                 try:
-                    await RequestRun(deps, request).execute()
+                    await RequestRun(deps, request, priority=priority).execute()
                 except (RetryableError, KafkaError, TimeoutError) as exc:
                     delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
                     log.warning("request.retrying", error=repr(exc), delay_s=delay)

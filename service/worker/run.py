@@ -33,9 +33,11 @@ DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 class RequestRun:
     """Crawls the URLs of one request through the shared page slots, publishing as it goes."""
 
-    def __init__(self, deps: WorkerDeps, request: CrawlRequest) -> None:
+    def __init__(self, deps: WorkerDeps, request: CrawlRequest, *, priority: int = 0) -> None:
         self._deps = deps
         self._request = request
+        self._priority = priority
+        self._page_slots = asyncio.Semaphore(deps.settings.max_pages_per_request)
         self.run_id = uuid.uuid4().hex
         self._outputs = RunOutputs(
             deps.publisher,
@@ -106,7 +108,10 @@ class RequestRun:
         started = time.monotonic()
         content = await self._check_policy(url)
         if content is None:
-            content = await self._deps.scheduler.run(lambda: self._render(url))
+            async with self._page_slots:
+                content = await self._deps.scheduler.run(
+                    lambda: self._render(url), priority=self._priority
+                )
         result = self._result(url, content, started)
         self._deps.metrics.page_seconds.observe(time.monotonic() - started)
         log.debug("page.fetched", url=url, ok=result.ok, status=result.status_code)

@@ -1,13 +1,16 @@
 """Page slots shared by every request of a worker, granted by an admission gate.
 
-Waiting pages form one FIFO queue; a page handed back at critical memory (shed) goes to the
-front and is run again later, so every page still gets exactly one result.
+Waiting pages are served oldest request first (then in arrival order), so a few requests run
+at a time and each finishes soon, instead of every request holding a browser context open
+while it waits. A page handed back at critical memory (shed) goes before all others and is
+run again later, so every page still gets exactly one result.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
+import heapq
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -44,7 +47,8 @@ class PageScheduler:
 
     def __init__(self, gate: AdmissionGate) -> None:
         self.gate = gate
-        self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._waiting: list[tuple[int, int, int, asyncio.Future[None]]] = []
+        self._arrivals = itertools.count()
         self._running: list[_Running] = []
         self._granted = 0
 
@@ -54,11 +58,14 @@ class PageScheduler:
 
     @property
     def queued(self) -> int:
-        return sum(1 for waiter in self._waiting if not waiter.done())
+        return sum(1 for *_, waiter in self._waiting if not waiter.done())
 
-    async def run(self, work: Callable[[], Awaitable[T]]) -> T:
-        """Wait for a slot, run `work`; if it is shed, queue it at the front and run it again."""
-        waiter = self._enqueue(front=False)
+    async def run(self, work: Callable[[], Awaitable[T]], *, priority: int = 0) -> T:
+        """Wait for a slot, run `work`; if it is shed, queue it at the front and run it again.
+
+        Lower `priority` runs first (the worker passes the request's arrival number).
+        """
+        waiter = self._enqueue(priority, front=False)
         while True:
             await self._acquire(waiter)
             running = _Running(task=asyncio.ensure_future(work()))
@@ -69,7 +76,7 @@ class PageScheduler:
                 current = asyncio.current_task()
                 if not running.shed or (current is not None and current.cancelling()):
                     raise
-                waiter = self._enqueue(front=True)  # queued before its slot is given away
+                waiter = self._enqueue(priority, front=True)  # queued before its slot is freed
             finally:
                 self._running.remove(running)
                 self._release()
@@ -85,22 +92,20 @@ class PageScheduler:
     def poke(self) -> None:
         """Re-run admission (call when memory was freed or the gate changed its mind)."""
         while self._waiting:
-            waiter = self._waiting[0]
+            waiter = self._waiting[0][-1]
             if waiter.done():
-                self._waiting.popleft()
+                heapq.heappop(self._waiting)
                 continue
             if not self.gate.admit(self._granted):
                 return
-            self._waiting.popleft()
+            heapq.heappop(self._waiting)
             self._granted += 1
             waiter.set_result(None)
 
-    def _enqueue(self, *, front: bool) -> asyncio.Future[None]:
+    def _enqueue(self, priority: int, *, front: bool) -> asyncio.Future[None]:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if front:
-            self._waiting.appendleft(waiter)
-        else:
-            self._waiting.append(waiter)
+        entry = (0 if front else 1, priority, next(self._arrivals), waiter)
+        heapq.heappush(self._waiting, entry)
         return waiter
 
     async def _acquire(self, waiter: asyncio.Future[None]) -> None:

@@ -84,7 +84,14 @@ class Topics:
 class WorkerProcess:
     """`crawlstream worker` as a child process with its own log file."""
 
-    def __init__(self, env: dict[str, str], log_path: Path, name: str) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        log_path: Path,
+        name: str,
+        preexec: Callable[[], None] | None = None,
+    ) -> None:
+        self.preexec = preexec
         self.env = os.environ | env | {"CRAWL_WORKER_NAME": name}
         self.log_path = log_path
         self.name = name
@@ -100,6 +107,7 @@ class WorkerProcess:
             env=self.env,
             stdout=self.log_file,
             stderr=self.log_file,
+            preexec_fn=self.preexec,
         )
         await self.wait_for_log("worker.started", WORKER_START_DEADLINE_S)
 

@@ -53,12 +53,24 @@ def grow(gov: Governor, *, windows: int, used_mib: float = 100, start: float = 0
     return now - WINDOW
 
 
-def test_the_limit_starts_at_the_floor_and_grows_by_one_page_per_comfortable_window():
-    """Additive increase: one page per window of comfortable memory."""
+def test_the_limit_starts_at_the_floor_and_doubles_per_comfortable_window_until_pressure():
+    """Slow start: a fresh governor doubles its limit each comfortable window."""
     gov = governor()
     assert gov.limit == 1
-    grow(gov, windows=3)
+    grow(gov, windows=2)
     assert gov.limit == 4
+
+
+def test_after_pressure_the_limit_grows_by_one_page_per_comfortable_window():
+    """Additive increase once memory has pushed back: one page per comfortable window."""
+    gov = governor()
+    grow(gov, windows=3)
+    assert gov.limit == 8
+    gov.observe(snap(0.9 * LIMIT_MIB), in_flight=0, now=100.0)
+    assert gov.limit == 4
+    for window in range(1, 4):
+        gov.observe(snap(100), in_flight=0, now=200.0 + window * WINDOW)
+    assert gov.limit == 6
 
 
 def test_samples_inside_one_window_do_not_grow_the_limit():

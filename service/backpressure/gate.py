@@ -1,0 +1,133 @@
+"""The gate: carries the governor's decisions to the page slots, the consumer and the browser.
+
+The sampler calls `on_sample` with each snapshot; the scheduler asks `admit`; the consumer
+asks `should_pause` before each poll. Every pause, resume and shed is logged with the figures
+that caused it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from service.logs import get_logger
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from service.backpressure.governor import Governor
+    from service.backpressure.snapshot import MemorySnapshot
+    from service.crawling.browser import BrowserPool
+    from service.metrics import Metrics
+    from service.worker.scheduler import PageScheduler
+
+log = get_logger(__name__)
+
+
+class MemoryGate:
+    """Admission, pause and shedding driven by memory snapshots and the governor."""
+
+    def __init__(
+        self,
+        governor: Governor,
+        metrics: Metrics,
+        *,
+        backlog_capacity: int,
+        first: MemorySnapshot,
+        clock: Callable[[], float] = time.monotonic,
+        enforce: bool = True,
+        ceiling: int = 1,
+    ) -> None:
+        self._governor = governor
+        self._enforce = enforce
+        self._ceiling = ceiling
+        self._metrics = metrics
+        self._backlog_capacity = backlog_capacity
+        self._clock = clock
+        self._snapshot = first
+        self._scheduler: PageScheduler | None = None
+        self._pool: BrowserPool | None = None
+        self._browser_generation = 0
+        self._browser_baseline = first.tree_pss_bytes
+        self._paused = False
+        metrics.memory_limit.set(first.limit_bytes)
+
+    def attach(self, scheduler: PageScheduler, pool: BrowserPool) -> None:
+        self._scheduler = scheduler
+        self._pool = pool
+
+    def admit(self, in_flight: int) -> bool:
+        if not self._enforce:
+            return in_flight < self._ceiling
+        return self._governor.admit(self._snapshot, in_flight)
+
+    def should_pause(self) -> bool:
+        if not self._enforce:
+            return False
+        scheduler = self._scheduler
+        in_flight = scheduler.in_flight if scheduler else 0
+        backlog = scheduler.queued if scheduler else 0
+        paused = self._governor.should_pause(
+            self._snapshot, in_flight, backlog, self._backlog_capacity
+        )
+        if paused != self._paused:
+            self._paused = paused
+            log.info(
+                "memory.pause" if paused else "memory.resume",
+                reason=str(self._governor.pause_reason),
+                in_flight=in_flight,
+                backlog=backlog,
+                **self._figures(),
+            )
+        return paused
+
+    def on_sample(self, snapshot: MemorySnapshot) -> None:
+        self._snapshot = snapshot
+        scheduler = self._scheduler
+        in_flight = scheduler.in_flight if scheduler else 0
+        self._governor.observe(snapshot, in_flight, self._clock())
+        self._export(snapshot)
+        if scheduler is None or not self._enforce:
+            return
+        shed = self._governor.shed(snapshot, in_flight)
+        if shed:
+            handed_back = scheduler.shed(shed)
+            self._metrics.pages_shed.inc(handed_back)
+            if self._pool is not None:
+                self._pool.trim_idle()
+            log.warning("memory.shed", pages=handed_back, in_flight=in_flight, **self._figures())
+        scheduler.poke()
+        self._check_browser(snapshot)
+
+    def _check_browser(self, snapshot: MemorySnapshot) -> None:
+        pool = self._pool
+        if pool is None:
+            return
+        if pool.generation != self._browser_generation:
+            self._browser_generation = pool.generation
+            self._browser_baseline = snapshot.tree_pss_bytes
+            return
+        growth = snapshot.tree_pss_bytes - self._browser_baseline
+        if self._governor.should_recycle_browser(pool.pages_served, growth):
+            pool.recycle(f"grew {growth // 2**20} MiB over {pool.pages_served} pages")
+            self._metrics.browser_restarts.labels("memory").inc()
+
+    def _export(self, snapshot: MemorySnapshot) -> None:
+        metrics = self._metrics
+        metrics.memory_limit.set(snapshot.limit_bytes)
+        metrics.memory_working_set.set(snapshot.working_set_bytes)
+        metrics.memory_tree_pss.set(snapshot.tree_pss_bytes)
+        metrics.memory_headroom.set(snapshot.headroom_bytes)
+        metrics.page_cost.set(self._governor.page_cost_bytes)
+        metrics.concurrency_limit.set(self._governor.limit)
+
+    def _figures(self) -> dict[str, int | float]:
+        snapshot = self._snapshot
+        return {
+            "limit_mib": snapshot.limit_bytes // 2**20,
+            "used_mib": snapshot.used_bytes // 2**20,
+            "headroom_mib": snapshot.headroom_bytes // 2**20,
+            "page_cost_mib": self._governor.page_cost_bytes // 2**20,
+            "concurrency_limit": self._governor.limit,
+            "utilization": round(snapshot.utilization, 3),
+        }
