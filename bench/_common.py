@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Self
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
+sys.path.insert(0, str(ROOT))
 
 from service.backpressure._proctree import tree_memory  # noqa: E402
 
