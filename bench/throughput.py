@@ -72,7 +72,12 @@ async def service(
 
     prefix = f"bench{uuid.uuid4().hex[:6]}"
     env = worker_env(
-        bootstrap, prefix, site_port, CRAWL_MAX_PAGE_SLOTS=str(slots), **(extra_env or {})
+        bootstrap,
+        prefix,
+        site_port,
+        CRAWL_MAX_PAGE_SLOTS=str(slots),
+        CRAWL_MAX_PAGES_PER_HOST=str(slots),
+        **(extra_env or {}),
     )
     settings = Settings(
         kafka_bootstrap_servers=bootstrap,

@@ -24,6 +24,7 @@ from service.contracts import (
 from service.errors import BrokerUnavailableError, CrawlstreamError
 from service.messaging.chunks import Reassembler
 from service.messaging.kafka_config import client_options
+from service.messaging.metadata import partitions_of
 from service.messaging.publisher import Publisher
 from service.settings import Settings, load_settings
 
@@ -126,13 +127,11 @@ class CrawlClient:
     def _follower(self) -> AIOKafkaConsumer:
         return _StartedConsumer(self._settings)
 
-    async def _partitions(
-        self, consumer: AIOKafkaConsumer, request_id: str
-    ) -> list[TopicPartition]:
+    async def _partitions(self, request_id: str) -> list[TopicPartition]:
         key = request_id.encode()
         found = []
         for topic in (self._settings.results_topic, self._settings.progress_topic):
-            partitions = sorted(await _partitions_for(consumer, topic))
+            partitions = sorted(await partitions_of(self._settings, topic))
             chosen = self._partitioner(key, partitions, partitions)
             found.append(TopicPartition(topic, chosen))
         return found
@@ -140,13 +139,13 @@ class CrawlClient:
     async def _end_offsets(
         self, consumer: AIOKafkaConsumer, request_id: str
     ) -> dict[TopicPartition, int]:
-        partitions = await self._partitions(consumer, request_id)
+        partitions = await self._partitions(request_id)
         return dict(await consumer.end_offsets(partitions))
 
     async def _beginnings(
         self, consumer: AIOKafkaConsumer, request_id: str
     ) -> dict[TopicPartition, int]:
-        partitions = await self._partitions(consumer, request_id)
+        partitions = await self._partitions(request_id)
         return dict(await consumer.beginning_offsets(partitions))
 
 
@@ -182,15 +181,15 @@ class _Follow:
     async def messages(
         self, consumer: AIOKafkaConsumer
     ) -> AsyncIterator[ProgressEvent | PageResult]:
-        while not self._done():
+        while not self.done():
             batch = await consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
             for records in batch.values():
                 for record in records:
-                    message = self._accept(record)
+                    message = self.accept(record)
                     if message is not None:
                         yield message
 
-    def _accept(self, record: object) -> ProgressEvent | PageResult | None:
+    def accept(self, record: object) -> ProgressEvent | PageResult | None:
         if record.key != self._request_id:  # type: ignore[attr-defined]
             return None
         if record.topic == self._settings.progress_topic:  # type: ignore[attr-defined]
@@ -207,18 +206,8 @@ class _Follow:
         self._seen.add(result.result_id)
         return result
 
-    def _done(self) -> bool:
+    def done(self) -> bool:
         terminal = self._terminal
         if terminal is None:
             return False
         return terminal.type not in _WITH_RESULTS or len(self._seen) >= terminal.total
-
-
-async def _partitions_for(consumer: AIOKafkaConsumer, topic: str) -> set[int]:
-    for _ in range(50):
-        partitions = consumer.partitions_for_topic(topic)
-        if partitions:
-            return set(partitions)
-        await consumer.topics()
-        await asyncio.sleep(0.1)
-    raise BrokerUnavailableError(f"topic {topic} does not exist (is a worker running?)")

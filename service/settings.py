@@ -124,6 +124,15 @@ class Settings(BaseSettings):
     """Hard cap on one page's content; beyond it content is cut and `truncated` is set."""
     shutdown_grace: Seconds = timedelta(seconds=20)
     """On SIGTERM, how long in-flight pages may take to finish before they are handed back."""
+    max_pages_per_host: int = Field(default=4, ge=1)
+    """Pages of one host rendered at once by one worker, over all its requests."""
+    page_retries: int = Field(default=2, ge=0, le=10)
+    """Extra tries of a page that failed transiently (HTTP 429 or 503; connection reset,
+    refused or empty response), within the page's deadline."""
+    retry_backoff_base: Seconds = Field(default=timedelta(seconds=0.5), gt=timedelta(0))
+    """Bound of the first retry's random wait (full jitter); it doubles with each retry."""
+    retry_backoff_max: Seconds = Field(default=timedelta(seconds=30), gt=timedelta(0))
+    """Longest wait before a retry, a server's `Retry-After` included."""
 
     # --- Browser -------------------------------------------------------------------------
     browser_executable: Path | None = None

@@ -87,6 +87,8 @@ class MemoryGate:
         in_flight = scheduler.in_flight if scheduler else 0
         self._governor.observe(snapshot, in_flight, self._clock())
         self._export(snapshot)
+        if scheduler is not None:
+            self._metrics.pages_queued.set(scheduler.queued)
         if scheduler is None or not self._enforce:
             return
         shed = self._governor.shed(snapshot, in_flight)

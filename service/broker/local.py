@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import shutil
 import socket
 import tempfile
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from aiokafka.admin import AIOKafkaAdminClient
 
@@ -18,6 +19,7 @@ from service.errors import BrokerUnavailableError, ConfigurationError
 from service.logs import get_logger
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from types import TracebackType
 
 log = get_logger(__name__)
@@ -31,15 +33,24 @@ STOP_DEADLINE_S: Final = 30.0
 JAVA_HEAP: Final = ("-Xms256m", "-Xmx768m")
 """Enough for a development broker; keeps the machine's memory for browsers."""
 
+SCRAM_MECHANISM: Final = "SCRAM-SHA-256"
+"""The SASL mechanism of the client listener when the broker is given SCRAM users."""
+
+BROKER_USER: Final = "crawlstream-broker"
+"""The broker's own SCRAM user: inter-broker traffic shares the authenticated listener."""
+
+_SCRAM_UNSAFE: Final = frozenset('"\\,=[]\n\r\t ')
+"""Characters that would break StorageTool's `[name=...,password=...]` or the JAAS line."""
+
 _PROPERTIES: Final = """\
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{controller_port}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+listeners={listener}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners={listener}://127.0.0.1:{port}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map={listener}:{listener},CONTROLLER:PLAINTEXT
+inter.broker.listener.name={listener}
 log.dirs={data_dir}/log
 num.partitions=1
 offsets.topic.replication.factor=1
@@ -52,6 +63,15 @@ group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 log.segment.bytes=67108864
 """
+
+_SASL_PROPERTIES: Final = (
+    "sasl.enabled.mechanisms={mechanism}\n"
+    "sasl.mechanism.inter.broker.protocol={mechanism}\n"
+    "listener.name.sasl_plaintext.{mechanism_lower}.sasl.jaas.config="
+    "org.apache.kafka.common.security.scram.ScramLoginModule required"
+    ' username="{user}" password="{password}";\n'
+)
+"""The client listener's SASL set-up; the JAAS login is the broker's own (inter-broker) user."""
 
 _LOG4J: Final = """\
 log4j.rootLogger=INFO, file
@@ -75,17 +95,34 @@ class LocalBroker:
 
     `async with LocalBroker(port=9092) as broker: broker.bootstrap_servers` starts the broker
     and stops it on exit. A `data_dir` that already holds a formatted log is reused.
+
+    With `scram_users` (name -> password) the client listener is SASL_PLAINTEXT with
+    SCRAM-SHA-256 and only those users get in. Users are created when the storage is
+    formatted, so a reused `data_dir` keeps the users it was formatted with.
     """
 
-    def __init__(self, *, port: int = 0, data_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        data_dir: Path | None = None,
+        scram_users: Mapping[str, str] | None = None,
+    ) -> None:
         self.port = port or free_port()
         self._given_dir = data_dir
         self._data_dir: Path | None = None
         self._process: asyncio.subprocess.Process | None = None
+        self._scram_users = dict(scram_users or {})
+        _check_scram_users(self._scram_users)
 
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def security_protocol(self) -> str:
+        """What clients must speak to the listener at `bootstrap_servers`."""
+        return "SASL_PLAINTEXT" if self._scram_users else "PLAINTEXT"
 
     @property
     def pid(self) -> int:
@@ -123,6 +160,7 @@ class LocalBroker:
                 uuid.uuid4().hex[:22],
                 "-c",
                 str(config),
+                *self._scram_arguments(data_dir),
             )
         log_config = f"-Dlog4j.configuration=file:{data_dir / 'log4j.properties'}"
         with (data_dir / "stderr.log").open("ab") as stderr:
@@ -178,13 +216,48 @@ class LocalBroker:
         return self._data_dir
 
     def _write_config(self, data_dir: Path) -> Path:
-        controller_port = _controller_port_for(data_dir)
-        config = data_dir / "server.properties"
-        config.write_text(
-            _PROPERTIES.format(port=self.port, controller_port=controller_port, data_dir=data_dir)
+        controller_port = int(_remembered(data_dir, "controller.port", lambda: str(free_port())))
+        properties = _PROPERTIES.format(
+            listener=self.security_protocol,
+            port=self.port,
+            controller_port=controller_port,
+            data_dir=data_dir,
         )
+        if self._scram_users:
+            properties += _SASL_PROPERTIES.format(
+                mechanism=SCRAM_MECHANISM,
+                mechanism_lower=SCRAM_MECHANISM.lower(),
+                user=BROKER_USER,
+                password=_broker_password(data_dir),
+            )
+        config = data_dir / "server.properties"
+        config.write_text(properties)
+        config.chmod(0o600)
         (data_dir / "log4j.properties").write_text(_LOG4J.format(data_dir=data_dir))
         return config
+
+    def _scram_arguments(self, data_dir: Path) -> list[str]:
+        """StorageTool options that create the SCRAM users, the broker's own first."""
+        if not self._scram_users:
+            return []
+        users = {BROKER_USER: _broker_password(data_dir)} | self._scram_users
+        arguments = []
+        for name, password in users.items():
+            arguments += ["--add-scram", f"{SCRAM_MECHANISM}=[name={name},password={password}]"]
+        return arguments
+
+    def _probe_options(self) -> dict[str, Any]:
+        """aiokafka options for the readiness probe: it logs in as the first given user."""
+        options: dict[str, Any] = {"bootstrap_servers": self.bootstrap_servers}
+        if self._scram_users:
+            name, password = next(iter(self._scram_users.items()))
+            options |= {
+                "security_protocol": self.security_protocol,
+                "sasl_mechanism": SCRAM_MECHANISM,
+                "sasl_plain_username": name,
+                "sasl_plain_password": password,
+            }
+        return options
 
     async def _wait_ready(self) -> None:
         loop = asyncio.get_running_loop()
@@ -192,30 +265,47 @@ class LocalBroker:
         while loop.time() < deadline:
             if self._process is None or self._process.returncode is not None:
                 raise BrokerUnavailableError(f"the broker exited; see {self._data_dir}")
-            if await _answers(self.bootstrap_servers):
+            if await _answers(self._probe_options()):
                 return
             await asyncio.sleep(0.5)
         raise BrokerUnavailableError(f"the broker did not start within {READY_DEADLINE_S} s")
 
 
-def _controller_port_for(data_dir: Path) -> int:
-    """The controller port is part of the formatted quorum, so it is kept with the data."""
-    remembered = data_dir / "controller.port"
-    if remembered.exists():
-        return int(remembered.read_text())
-    port = free_port()
-    remembered.write_text(str(port))
-    return port
+def _check_scram_users(users: Mapping[str, str]) -> None:
+    if BROKER_USER in users:
+        raise ConfigurationError(f"the SCRAM user name {BROKER_USER!r} is the broker's own")
+    for name, password in users.items():
+        if not name or not password or _SCRAM_UNSAFE & set(name + password):
+            raise ConfigurationError(
+                f"SCRAM user {name!r}: name and password must be non-empty and free of"
+                " quotes, backslashes, commas, '=', brackets and white space"
+            )
 
 
-async def _answers(bootstrap_servers: str) -> bool:
-    host, _, port = bootstrap_servers.rpartition(":")
+def _remembered(data_dir: Path, name: str, make: Callable[[], str]) -> str:
+    """A value that is part of the formatted storage (quorum port, broker password), kept
+    with the data so a restart on the same data finds it again."""
+    path = data_dir / name
+    if path.exists():
+        return path.read_text()
+    value = make()
+    path.write_text(value)
+    path.chmod(0o600)
+    return value
+
+
+def _broker_password(data_dir: Path) -> str:
+    return _remembered(data_dir, "broker.secret", lambda: secrets.token_urlsafe(24))
+
+
+async def _answers(options: dict[str, Any]) -> bool:
+    host, _, port = str(options["bootstrap_servers"]).rpartition(":")
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 2)
     except (TimeoutError, OSError):
         return False
     writer.close()
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=3000)
+    admin = AIOKafkaAdminClient(**options, request_timeout_ms=3000)
     try:
         await asyncio.wait_for(admin.start(), 5)
         await asyncio.wait_for(admin.list_topics(), 5)

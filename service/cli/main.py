@@ -8,9 +8,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from aiokafka.errors import KafkaError
+
 from service.contracts import Format
 from service.errors import ConfigurationError, CrawlstreamError
 from service.logs import configure_logging
+from service.messaging.kafka_config import KafkaAuthenticationError, authentication_reported
 from service.settings import load_settings
 
 if TYPE_CHECKING:
@@ -58,20 +61,29 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Run one command; an expected failure ends it with one `crawlstream: ...` line."""
     args = _parser().parse_args(argv)
     try:
         settings = load_settings()
         configure_logging(settings)
-        code = asyncio.run(_dispatch(args, settings))
+        with authentication_reported(settings):
+            code = asyncio.run(_dispatch(args, settings))
+    except KafkaAuthenticationError as exc:
+        code = _fail(str(exc), 2)
     except ConfigurationError as exc:
-        print(f"crawlstream: configuration error: {exc}", file=sys.stderr)  # noqa: T201
-        code = 2
+        code = _fail(f"configuration error: {exc}", 2)
     except CrawlstreamError as exc:
-        print(f"crawlstream: {exc}", file=sys.stderr)  # noqa: T201
-        code = 1
+        code = _fail(str(exc), 1)
+    except KafkaError as exc:
+        code = _fail(f"Kafka error: {exc}", 1)
     except KeyboardInterrupt:
         code = 130
     sys.exit(code)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"crawlstream: {message}", file=sys.stderr)  # noqa: T201
+    return code
 
 
 async def _dispatch(args: argparse.Namespace, settings: object) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Final
 
 from playwright.async_api import Error as PlaywrightError
@@ -54,6 +56,8 @@ class PageContent:
     metadata: PageMetadata | None = None
     screenshot: str | None = None
     truncated: bool = False
+    retry_after_s: float | None = None
+    """Seconds the server asked to wait before trying again (`Retry-After`), if it said."""
 
 
 def failed(code: ErrorCode, message: str, **fields: object) -> PageContent:
@@ -141,8 +145,10 @@ async def _content(
     too_big_shot = screenshot is not None and len(screenshot) > max_bytes
     status = response.status if response is not None else None
     error = None
-    if status is not None and status >= HTTP_ERROR_FROM:
+    retry_after_s = None
+    if response is not None and status is not None and status >= HTTP_ERROR_FROM:
         error = PageError(code=ErrorCode.HTTP_ERROR, message=f"HTTP {status}")
+        retry_after_s = parse_retry_after(response.headers.get("retry-after"))
     return PageContent(
         ok=error is None,
         final_url=final_url,
@@ -156,7 +162,25 @@ async def _content(
         metadata=extracted.metadata,
         screenshot=None if too_big_shot else screenshot,
         truncated=cut_html or cut_markdown or cut_text or too_big_shot,
+        retry_after_s=retry_after_s,
     )
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds from `now` that a `Retry-After` value asks for (delay-seconds or HTTP-date);
+    None when absent or unreadable, 0 for a date already past."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 def proxy_failure(response: Response | None) -> PageContent | None:

@@ -10,6 +10,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from service.messaging.dead_letter import DEAD_LETTER_HEADERS
 from service.messaging.kafka_config import client_options
+from service.messaging.metadata import partitions_of
 from service.messaging.publisher import Publisher
 
 if TYPE_CHECKING:
@@ -35,8 +36,12 @@ async def replay_dead_letters(
     timeout_s = settings.kafka_timeout.total_seconds()
     await asyncio.wait_for(consumer.start(), timeout_s)
     try:
-        await asyncio.wait_for(consumer.topics(), timeout_s)
-        partitions = _partitions(consumer, settings.dead_letter_topic, partition)
+        numbers = await partitions_of(settings, settings.dead_letter_topic)
+        partitions = [
+            TopicPartition(settings.dead_letter_topic, n)
+            for n in sorted(numbers)
+            if partition is None or n == partition
+        ]
         ends = await consumer.end_offsets(partitions)
         consumer.assign(partitions)
         for tp in partitions:
@@ -53,11 +58,6 @@ async def replay_dead_letters(
             return count
     finally:
         await asyncio.wait_for(consumer.stop(), timeout_s)
-
-
-def _partitions(consumer: AIOKafkaConsumer, topic: str, only: int | None) -> list[TopicPartition]:
-    numbers = consumer.partitions_for_topic(topic) or set()
-    return [TopicPartition(topic, n) for n in sorted(numbers) if only is None or n == only]
 
 
 async def _records(

@@ -16,6 +16,7 @@ from service.backpressure.gate import MemoryGate
 from service.contracts import EventType
 from service.crawling.browser import BrowserPool
 from service.crawling.egress_proxy import EgressProxy
+from service.crawling.robots import HttpRobotsSource, RobotsCache
 from service.crawling.url_policy import UrlPolicy
 from service.errors import RejectedMessageError, RetryableError
 from service.health import HealthServer
@@ -25,6 +26,7 @@ from service.messaging.dead_letter import send_dead_letter
 from service.messaging.publisher import Publisher
 from service.messaging.topics import ensure_topics
 from service.worker.deps import WorkerDeps
+from service.worker.hosts import KeyedSemaphore
 from service.worker.intake import parse_request
 from service.worker.outputs import RunOutputs
 from service.worker.run import RequestRun
@@ -73,6 +75,8 @@ class Worker:
                     on_restart=lambda reason: restarts.labels(reason).inc(),
                 )
             )
+            robots_source = await stack.enter_async_context(HttpRobotsSource(proxy.url))
+            robots = await stack.enter_async_context(RobotsCache(robots_source))
             gate = await self._memory_gate(stack)
             scheduler = PageScheduler(gate)
             gate.attach(scheduler, pool)
@@ -83,6 +87,8 @@ class Worker:
                 policy=policy,
                 scheduler=scheduler,
                 metrics=self._metrics,
+                robots=robots,
+                hosts=KeyedSemaphore.from_settings(settings),
             )
             self._consumer = RequestConsumer(
                 settings, self._handle, self._metrics, should_pause=gate.should_pause

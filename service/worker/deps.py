@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from service.crawling.browser import BrowserPool
+    from service.crawling.robots import RobotsCache
     from service.crawling.url_policy import UrlPolicy
     from service.messaging.publisher import Publisher
     from service.metrics import Metrics
     from service.settings import Settings
+    from service.worker.hosts import KeyedSemaphore
     from service.worker.scheduler import PageScheduler
 
 
@@ -22,3 +24,7 @@ class WorkerDeps:
     scheduler: PageScheduler
     policy: UrlPolicy
     metrics: Metrics
+    robots: RobotsCache
+    """robots.txt rules per origin, fetched through the egress proxy."""
+    hosts: KeyedSemaphore
+    """Pages rendered at once per host, over every request of the worker."""

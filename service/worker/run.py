@@ -8,14 +8,18 @@ import uuid
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
+import structlog
 from aiokafka.errors import KafkaError
 
 from service.contracts import ErrorCode, EventType, PageResult, result_id_for, utc_now
 from service.crawling.fetch import PageContent, failed, fetch_page
+from service.crawling.robots import USER_AGENT
 from service.crawling.url_policy import BlockedUrlError, UnresolvableHostError
 from service.errors import BrowserUnavailableError, RetryableError
 from service.logs import get_logger
+from service.worker.hosts import host_key
 from service.worker.outputs import RunOutputs
+from service.worker.retry import PageDeadline, RetryPolicy, retry_reason
 
 if TYPE_CHECKING:
     from service.contracts import CrawlRequest
@@ -53,9 +57,14 @@ class RequestRun:
         self._timeout_s = min(
             request.options.timeout_ms / 1000, deps.settings.max_page_timeout.total_seconds()
         )
+        self._retry = RetryPolicy.from_settings(deps.settings)
 
     async def execute(self) -> None:
         """Run to the terminal event and wait until all of it is acknowledged."""
+        with structlog.contextvars.bound_contextvars(run_id=self.run_id):
+            await self._execute()
+
+    async def _execute(self) -> None:
         expires_at = self._request.expires_at
         if expires_at is not None and expires_at <= utc_now():
             await self._finish(EventType.EXPIRED, f"expired at {expires_at.isoformat()}")
@@ -105,13 +114,11 @@ class RequestRun:
                 await self._publish(self._result(url, content, time.monotonic()))
 
     async def _page(self, url: str) -> PageResult:
+        structlog.contextvars.bind_contextvars(url=url)  # this page's own task context
         started = time.monotonic()
-        content = await self._check_policy(url)
+        content = await self._check_policy(url) or await self._check_robots(url)
         if content is None:
-            async with self._page_slots:
-                content = await self._deps.scheduler.run(
-                    lambda: self._render(url), priority=self._priority
-                )
+            content = await self._fetch_with_retries(url)
         result = self._result(url, content, started)
         self._deps.metrics.page_seconds.observe(time.monotonic() - started)
         log.debug("page.fetched", url=url, ok=result.ok, status=result.status_code)
@@ -132,7 +139,40 @@ class RequestRun:
             return failed(ErrorCode.INVALID_URL, str(exc))
         return None
 
-    async def _render(self, url: str) -> PageContent:
+    async def _check_robots(self, url: str) -> PageContent | None:
+        if not self._request.options.respect_robots or await self._deps.robots.allowed(url):
+            return None
+        return failed(ErrorCode.ROBOTS, f"robots.txt disallows {url} for {USER_AGENT}")
+
+    async def _fetch_with_retries(self, url: str) -> PageContent:
+        """Try the page until it succeeds, fails for good, or its retries or time run out.
+
+        The wait between tries happens here, outside every slot, so other pages run meanwhile.
+        """
+        deadline = PageDeadline(self._timeout_s)
+        attempt = 0
+        while True:
+            content = await self._attempt(url, deadline)
+            reason = retry_reason(content)
+            if reason is None:
+                return content
+            wait_s = self._retry.delay_s(
+                attempt, retry_after_s=content.retry_after_s, remaining_s=deadline.remaining_s()
+            )
+            if wait_s is None:
+                return content
+            attempt += 1
+            self._deps.metrics.page_retries.labels(reason).inc()
+            log.info("page.retrying", url=url, reason=reason, attempt=attempt, wait_s=wait_s)
+            await asyncio.sleep(wait_s)
+
+    async def _attempt(self, url: str, deadline: PageDeadline) -> PageContent:
+        async with self._page_slots, self._deps.hosts.hold(host_key(url)):
+            return await self._deps.scheduler.run(
+                lambda: self._render(url, deadline.attempt_s()), priority=self._priority
+            )
+
+    async def _render(self, url: str, timeout_s: float) -> PageContent:
         settings = self._deps.settings
         self._deps.metrics.pages_in_flight.inc()
         try:
@@ -143,7 +183,7 @@ class RequestRun:
                         context,
                         url,
                         self._request.options,
-                        timeout_s=self._timeout_s,
+                        timeout_s=timeout_s,
                         max_result_bytes=int(settings.max_result_bytes),
                     )
                 except BrowserUnavailableError as exc:

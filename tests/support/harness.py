@@ -10,6 +10,7 @@ import signal
 import sys
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -20,7 +21,6 @@ from service.settings import Settings
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
-    from pathlib import Path
 
 WORKER_START_DEADLINE_S = 90.0
 
@@ -226,3 +226,54 @@ async def produce(topics: Topics, messages: list[tuple[bytes | None, bytes | Non
             await producer.send_and_wait(topics.requests, value, key=key)
     finally:
         await producer.stop()
+
+
+async def read_topic(bootstrap: str, topic: str, count: int, deadline_s: float) -> list[Any]:
+    """The first `count` records of `topic`, read from the beginning within the deadline."""
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        group_id=None,
+        metadata_max_age_ms=1000,
+    )
+    records: list[Any] = []
+    try:
+        await consumer.start()
+        async with asyncio.timeout(deadline_s):
+            async for record in consumer:
+                records.append(record)
+                if len(records) >= count:
+                    break
+    finally:
+        await consumer.stop()
+    return records
+
+
+def chromium_pids() -> set[int]:
+    """Pids of every Chromium process on the machine."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if b"chromium" in (entry / "cmdline").read_bytes().split(b"\0")[0]:
+                    found.add(int(entry.name))
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    """Pids of all processes below `pid`."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError):
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry.name))
+    found: set[int] = set()
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.add(child)
+            stack.append(child)
+    return found

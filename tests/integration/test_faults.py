@@ -1,0 +1,107 @@
+"""Faults: the browser dies mid-crawl, the broker goes away for 20 seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from harness import Topics, WorkerProcess, chromium_pids, collecting, descendants, produce
+
+from service.broker import LocalBroker
+from service.contracts import CrawlRequest, EventType, dump
+from service.messaging.topics import ensure_topics
+
+pytestmark = pytest.mark.integration
+
+BROKER_OUTAGE_S = 20
+"""How long the broker stays down: the scenario, not a wait for a condition."""
+
+
+def _requests(site, prefix: str, count: int, urls: int, ms: int) -> dict[str, list[str]]:
+    return {
+        f"{prefix}-{r}": [site.url(f"/slow?ms={ms}&r={prefix}{r}-{u}") for u in range(urls)]
+        for r in range(count)
+    }
+
+
+async def _produce(topics: Topics, requests: dict[str, list[str]]) -> None:
+    await produce(
+        topics,
+        [
+            (rid.encode(), dump(CrawlRequest(request_id=rid, urls=urls)))
+            for rid, urls in requests.items()
+        ],
+    )
+
+
+def _browser_main_pids(worker_pid: int) -> set[int]:
+    found = set()
+    for pid in descendants(worker_pid) & chromium_pids():
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        if b"--type=" not in cmdline:
+            found.add(pid)
+    return found
+
+
+def _all_ok(collector, requests: dict[str, list[str]]) -> None:
+    for rid, urls in requests.items():
+        completed = [e for e in collector.seen.terminal(rid) if e.type == EventType.COMPLETED]
+        assert completed, rid
+        run = completed[-1].run_id
+        results = {r.url: r for r in collector.seen.results_of(rid) if r.run_id == run}
+        assert sorted(results) == sorted(urls), rid
+        assert all(r.ok for r in results.values()), [r.error for r in results.values()]
+
+
+async def test_browser_killed_mid_crawl_is_replaced_and_pages_retried(
+    topics, collector, site, start_worker
+):
+    """Kill -9 the Chromium browser process while pages load: the worker starts a new
+    browser, retries the affected pages, and every request completes with every page ok."""
+    worker = await start_worker()
+    requests = _requests(site, "crash", count=6, urls=4, ms=800)
+    await _produce(topics, requests)
+    await collector.wait_until(
+        lambda seen: any(e.type == EventType.PAGE_SUCCEEDED for e, _ in seen.events),
+        deadline_s=120,
+    )
+    [browser] = _browser_main_pids(worker.process.pid)
+    os.kill(browser, signal.SIGKILL)
+    await collector.wait_until(
+        lambda seen: all(seen.terminal(rid) for rid in requests), deadline_s=240
+    )
+    _all_ok(collector, requests)
+    assert "browser.died" in [entry["event"] for entry in worker.events()]
+    assert browser not in _browser_main_pids(worker.process.pid)
+
+
+async def test_broker_down_for_twenty_seconds_loses_nothing(site, tmp_path):
+    """Stop the broker for 20 s mid-run and start it again: the worker reconnects and every
+    request completes with all its results."""
+    async with LocalBroker(data_dir=tmp_path / "kafka") as broker:
+        topics = Topics(
+            bootstrap=broker.bootstrap_servers,
+            extra_env={"CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{site.port}"},
+        )
+        await ensure_topics(topics.settings())
+        worker = WorkerProcess(topics.env(), tmp_path / "outage.log", "outage")
+        requests = _requests(site, "outage", count=8, urls=3, ms=1500)
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(worker.close)
+            await worker.start()
+            collector = await stack.enter_async_context(collecting(topics))
+            await _produce(topics, requests)
+            await collector.wait_until(lambda seen: len(seen.events) > 0, deadline_s=120)
+            await broker.kill()
+            await asyncio.sleep(BROKER_OUTAGE_S)
+            await broker.restart()
+            await collector.wait_until(
+                lambda seen: all(seen.terminal(rid) for rid in requests), deadline_s=300
+            )
+            _all_ok(collector, requests)
+            assert worker.process.returncode is None
+            assert await worker.terminate() == 0

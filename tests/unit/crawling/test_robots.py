@@ -1,0 +1,223 @@
+"""robots.txt rules: parsing, what each answer means, and one load per origin per TTL."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiohttp import web
+
+from service.crawling.egress_proxy import EgressProxy
+from service.crawling.robots import (
+    FAILURE_TTL_S,
+    ROBOTS_TTL_S,
+    HttpRobotsSource,
+    Origin,
+    RobotsCache,
+    RobotsFile,
+)
+from service.crawling.url_policy import UrlPolicy
+
+ROBOTS = """
+User-agent: *
+Disallow: /private/
+
+User-agent: crawlstream
+Allow: /no-crawlstream/except
+Disallow: /no-crawlstream/
+"""
+
+
+class FakeSource:
+    """Answers from a table by robots.txt URL; counts the fetches; can hold them."""
+
+    def __init__(self, answers: dict[str, RobotsFile] | None = None) -> None:
+        self.answers = answers or {}
+        self.fetched: list[str] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def fetch(self, url: str) -> RobotsFile:
+        self.fetched.append(url)
+        await self.gate.wait()
+        return self.answers.get(url, RobotsFile(status=200, text=ROBOTS))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_rules_for_the_crawlstream_token_apply():
+    """The `crawlstream` group applies to us (not the `*` group); the first matching line wins."""
+    cache = RobotsCache(FakeSource())
+    assert await cache.allowed("http://a.test/page/1")
+    assert not await cache.allowed("http://a.test/no-crawlstream/x")
+    assert await cache.allowed("http://a.test/no-crawlstream/except")
+    assert await cache.allowed("http://a.test/private/x")  # only `*` disallows it
+
+
+async def test_wildcard_group_applies_when_no_group_names_us():
+    """`User-agent: *` rules apply to a crawler with no group of its own."""
+    source = FakeSource({"http://a.test/robots.txt": RobotsFile(status=200, text=ROBOTS[:40])})
+    cache = RobotsCache(source)
+    assert not await cache.allowed("http://a.test/private/x")
+    assert await cache.allowed("http://a.test/page/1")
+
+
+@pytest.mark.parametrize("status", [404, 403, 410, 500, 503, None])
+async def test_error_answers_allow_everything(status):
+    """4xx (no file), 5xx and no answer at all count as allow-all."""
+    source = FakeSource(
+        {"http://a.test/robots.txt": RobotsFile(status=status, text="User-agent: *\nDisallow: /")}
+    )
+    assert await RobotsCache(source).allowed("http://a.test/private/x")
+
+
+async def test_one_fetch_per_origin_and_the_origin_includes_scheme_and_port():
+    """Pages of one origin share one fetch; another port or scheme is another origin."""
+    source = FakeSource()
+    cache = RobotsCache(source)
+    for url in ("http://A.test/1", "http://a.test:80/2", "http://a.test/private/3"):
+        await cache.allowed(url)
+    await cache.allowed("http://a.test:8080/1")
+    await cache.allowed("https://a.test/1")
+    assert source.fetched == [
+        "http://a.test/robots.txt",
+        "http://a.test:8080/robots.txt",
+        "https://a.test/robots.txt",
+    ]
+
+
+async def test_concurrent_pages_wait_for_one_load():
+    """Many pages asking at once cause one fetch, and all get the answer."""
+    source = FakeSource()
+    source.gate.clear()
+    cache = RobotsCache(source)
+    asks = [asyncio.create_task(cache.allowed(f"http://a.test/private/{n}")) for n in range(5)]
+    asks += [asyncio.create_task(cache.allowed("http://a.test/no-crawlstream/x"))]
+    while not source.fetched:
+        await asyncio.sleep(0)
+    source.gate.set()
+    assert await asyncio.gather(*asks) == [True] * 5 + [False]
+    assert source.fetched == ["http://a.test/robots.txt"]
+
+
+async def test_a_cancelled_asker_does_not_cancel_the_load_for_others():
+    source = FakeSource()
+    source.gate.clear()
+    cache = RobotsCache(source)
+    first = asyncio.create_task(cache.allowed("http://a.test/no-crawlstream/x"))
+    second = asyncio.create_task(cache.allowed("http://a.test/no-crawlstream/y"))
+    while not source.fetched:
+        await asyncio.sleep(0)
+    first.cancel()
+    source.gate.set()
+    assert await second is False
+    assert source.fetched == ["http://a.test/robots.txt"]
+
+
+async def test_rules_expire_after_their_ttl():
+    """A file is fetched again after the TTL; a failed fetch is retried sooner."""
+    clock = Clock()
+    source = FakeSource({"http://down.test/robots.txt": RobotsFile(status=503)})
+    cache = RobotsCache(source, clock=clock)
+    await cache.allowed("http://a.test/1")
+    await cache.allowed("http://down.test/1")
+    clock.now += FAILURE_TTL_S - 1
+    await cache.allowed("http://a.test/2")
+    await cache.allowed("http://down.test/2")
+    assert len(source.fetched) == 2
+    clock.now += 2
+    await cache.allowed("http://down.test/3")
+    assert source.fetched.count("http://down.test/robots.txt") == 2
+    clock.now += ROBOTS_TTL_S
+    await cache.allowed("http://a.test/3")
+    assert source.fetched.count("http://a.test/robots.txt") == 2
+
+
+async def test_cache_size_is_bounded_and_least_recent_goes_first():
+    """Beyond `max_origins` the least recently used origin is forgotten."""
+    source = FakeSource()
+    cache = RobotsCache(source, max_origins=2)
+    await cache.allowed("http://a.test/")
+    await cache.allowed("http://b.test/")
+    await cache.allowed("http://a.test/again")
+    await cache.allowed("http://c.test/")
+    assert len(cache) == 2
+    await cache.allowed("http://a.test/third")
+    assert source.fetched.count("http://a.test/robots.txt") == 1
+    await cache.allowed("http://b.test/again")
+    assert source.fetched.count("http://b.test/robots.txt") == 2
+
+
+async def test_exit_cancels_loads_still_running():
+    source = FakeSource()
+    source.gate.clear()
+    async with RobotsCache(source) as cache:
+        ask = asyncio.create_task(cache.allowed("http://a.test/1"))
+        while not source.fetched:
+            await asyncio.sleep(0)
+    with pytest.raises(asyncio.CancelledError):
+        await ask
+
+
+def test_origin_and_robots_url():
+    assert Origin.of("HTTP://Example.com:80/a?b").robots_url == "http://example.com/robots.txt"
+    assert Origin.of("https://[::1]:8443/").robots_url == "https://[::1]:8443/robots.txt"
+    with pytest.raises(ValueError, match="no robots"):
+        Origin.of("ftp://example.com/")
+
+
+async def _serve(handler) -> web.AppRunner:
+    app = web.Application()
+    app.router.add_get("/robots.txt", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner
+
+
+async def test_http_source_goes_through_the_proxy_and_its_policy():
+    """Through the real egress proxy: an allowlisted origin's file is read (with our token
+    as user agent), a 404 comes back as 404, a target the policy blocks never sees a request
+    and counts as allow-all, a slow one ends at the deadline with no answer."""
+    seen: list[str] = []
+
+    async def robots(request: web.Request) -> web.Response:
+        seen.append(request.headers["User-Agent"])
+        return web.Response(text=ROBOTS)
+
+    async def missing(request: web.Request) -> web.Response:
+        raise web.HTTPNotFound
+
+    released = asyncio.Event()
+
+    async def hang(request: web.Request) -> web.Response:
+        await released.wait()
+        return web.Response(text="")
+
+    runners = [await _serve(handler) for handler in (robots, missing, hang, robots)]
+    ok, gone, slow, private = (runner.addresses[0][1] for runner in runners)
+    allowed = [f"127.0.0.1:{port}" for port in (ok, gone, slow)]
+    try:
+        async with (
+            EgressProxy(UrlPolicy.create(allowed_hosts=allowed)) as proxy,
+            HttpRobotsSource(proxy.url, deadline_s=1.0) as source,
+        ):
+            found = await source.fetch(f"http://127.0.0.1:{ok}/robots.txt")
+            not_found = await source.fetch(f"http://127.0.0.1:{gone}/robots.txt")
+            blocked = await source.fetch(f"http://127.0.0.1:{private}/robots.txt")
+            timed_out = await source.fetch(f"http://127.0.0.1:{slow}/robots.txt")
+    finally:
+        released.set()
+        for runner in runners:
+            await runner.cleanup()
+    assert (found.status, found.text) == (200, ROBOTS)
+    assert seen == ["crawlstream"]
+    assert not_found.status == 404
+    assert blocked.status == 403
+    assert timed_out.status is None
