@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from service.backpressure._thresholds import Level
 from service.logs import get_logger
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ class MemoryGate:
             return False
         scheduler = self._scheduler
         in_flight = scheduler.in_flight if scheduler else 0
-        backlog = scheduler.queued if scheduler else 0
+        backlog = scheduler.backlog if scheduler else 0
         paused = self._governor.should_pause(
             self._snapshot, in_flight, backlog, self._backlog_capacity
         )
@@ -88,9 +89,11 @@ class MemoryGate:
         self._governor.observe(snapshot, in_flight, self._clock())
         self._export(snapshot)
         if scheduler is not None:
-            self._metrics.pages_queued.set(scheduler.queued)
+            self._metrics.pages_queued.set(scheduler.backlog)
         if scheduler is None or not self._enforce:
             return
+        if self._pool is not None:
+            self._pool.keep_idle_pages = self._governor.level(snapshot) is Level.COMFORTABLE
         shed = self._governor.shed(snapshot, in_flight)
         if shed:
             handed_back = scheduler.shed(shed)
@@ -99,9 +102,10 @@ class MemoryGate:
                 self._pool.trim_idle()
             log.warning("memory.shed", pages=handed_back, in_flight=in_flight, **self._figures())
         scheduler.poke()
-        self._check_browser(snapshot)
+        self._check_browser(snapshot, in_flight)
 
-    def _check_browser(self, snapshot: MemorySnapshot) -> None:
+    def _check_browser(self, snapshot: MemorySnapshot, in_flight: int) -> None:
+        """Recycle a browser that grew beyond what its open pages account for (a leak)."""
         pool = self._pool
         if pool is None:
             return
@@ -109,7 +113,8 @@ class MemoryGate:
             self._browser_generation = pool.generation
             self._browser_baseline = snapshot.tree_pss_bytes
             return
-        growth = snapshot.tree_pss_bytes - self._browser_baseline
+        pages = in_flight * self._governor.page_cost_bytes
+        growth = snapshot.tree_pss_bytes - self._browser_baseline - pages
         if self._governor.should_recycle_browser(pool.pages_served, growth):
             pool.recycle(f"grew {growth // 2**20} MiB over {pool.pages_served} pages")
             self._metrics.browser_restarts.labels("memory").inc()

@@ -89,7 +89,10 @@ class RequestContext:
         finally:
             self.navigations[page] = self.navigations.get(page, 0) + 1
             self.handle.pages_served += 1
-            if clean and self.navigations[page] < self.reuse_limit and not page.is_closed():
+            reusable = (
+                clean and self.navigations[page] < self.reuse_limit and self.pool.keep_idle_pages
+            )
+            if reusable and await _blank(page):
                 self.idle.append(page)
             else:
                 self.navigations.pop(page, None)
@@ -138,6 +141,9 @@ class BrowserPool:
         self._tasks: set[asyncio.Task[None]] = set()
         self._open: set[RequestContext] = set()
         self.restarts = 0
+        self.keep_idle_pages = True
+        """Whether a finished page waits for its request's next URL; the memory gate turns
+        this off when memory is not comfortable, so a page's renderer is freed at once."""
 
     async def __aenter__(self) -> Self:
         self._playwright = await async_playwright().start()
@@ -298,6 +304,18 @@ def _blocking_route(blocked: set[str]) -> Callable[[Route], Awaitable[None]]:
             await route.continue_()
 
     return route
+
+
+async def _blank(page: Page) -> bool:
+    """Unload the page's document before it waits for the next URL: its memory (a page can
+    hold hundreds of MB of script heap), timers and connections go with it."""
+    if page.is_closed():
+        return False
+    try:
+        await page.goto("about:blank", timeout=CLOSE_DEADLINE_S * 1000)
+    except PlaywrightError:
+        return False
+    return True
 
 
 async def _answer_dialog(dialog: Dialog) -> None:

@@ -84,10 +84,18 @@ class RequestRun:
         await self._finish(EventType.COMPLETED, None)
 
     async def _crawl_all(self) -> None:
-        async with asyncio.TaskGroup() as group:
-            pages = [group.create_task(self._page(url)) for url in self._request.urls]
-            for finished in asyncio.as_completed(pages):
-                await self._publish(await finished)
+        scheduler = self._deps.scheduler
+        pending = len(self._request.urls)
+        scheduler.accept(pending)
+        try:
+            async with asyncio.TaskGroup() as group:
+                pages = [group.create_task(self._page(url)) for url in self._request.urls]
+                for finished in asyncio.as_completed(pages):
+                    await self._publish(await finished)
+                    scheduler.finished()
+                    pending -= 1
+        finally:
+            scheduler.finished(pending)
 
     async def _publish(self, result: PageResult) -> None:
         await self._outputs.result(result)
@@ -167,10 +175,19 @@ class RequestRun:
             await asyncio.sleep(wait_s)
 
     async def _attempt(self, url: str, deadline: PageDeadline) -> PageContent:
-        async with self._page_slots, self._deps.hosts.hold(host_key(url)):
+        """One try: a page slot of this request, a worker slot, then the host's slot.
+
+        The host is taken inside the worker slot, so slots go to the oldest request first and
+        no younger request opens its browser context while an older one waits for its host.
+        """
+        async with self._page_slots:
             return await self._deps.scheduler.run(
-                lambda: self._render(url, deadline.attempt_s()), priority=self._priority
+                lambda: self._hosted_render(url, deadline), priority=self._priority
             )
+
+    async def _hosted_render(self, url: str, deadline: PageDeadline) -> PageContent:
+        async with self._deps.hosts.hold(host_key(url)):
+            return await self._render(url, deadline.attempt_s())
 
     async def _render(self, url: str, timeout_s: float) -> PageContent:
         settings = self._deps.settings

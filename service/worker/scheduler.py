@@ -51,6 +51,19 @@ class PageScheduler:
         self._arrivals = itertools.count()
         self._running: list[_Running] = []
         self._granted = 0
+        self._accepted = 0
+
+    def accept(self, pages: int) -> None:
+        """`pages` more pages were taken from Kafka (they count as backlog until finished)."""
+        self._accepted += pages
+
+    def finished(self, pages: int = 1) -> None:
+        self._accepted -= pages
+
+    @property
+    def backlog(self) -> int:
+        """Pages taken from Kafka and not yet rendering (waiting for a slot or for their turn)."""
+        return max(self._accepted - self._granted, 0)
 
     @property
     def in_flight(self) -> int:
