@@ -1,0 +1,33 @@
+"""Settings: read from the environment only, and a bad value names its variable."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from service.errors import ConfigurationError
+from service.settings import load_settings
+
+
+def test_bad_values_fail_with_one_line_naming_the_variable(monkeypatch):
+    """A wrong type stops start-up with the variable's name in a single line."""
+    monkeypatch.setenv("CRAWL_MAX_PAGE_SLOTS", "many")
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert message.startswith("CRAWL_MAX_PAGE_SLOTS: ")
+    assert "\n" not in message
+
+
+def test_environment_values_are_parsed(monkeypatch):
+    """Unprefixed KAFKA_BOOTSTRAP_SERVERS, comma lists, seconds and sizes all parse."""
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "k1:9092,k2:9092")
+    monkeypatch.setenv("CRAWL_ALLOWED_HOSTS", "127.0.0.1:8080, Example.org")
+    monkeypatch.setenv("CRAWL_SHUTDOWN_GRACE", "2.5")
+    monkeypatch.setenv("CRAWL_MEMORY_LIMIT", "1GiB")
+    settings = load_settings()
+    assert settings.kafka_bootstrap_servers == "k1:9092,k2:9092"
+    assert settings.allowed_hosts == ["127.0.0.1:8080", "example.org"]
+    assert settings.shutdown_grace == timedelta(seconds=2.5)
+    assert settings.memory_limit == 2**30
