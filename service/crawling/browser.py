@@ -92,7 +92,7 @@ class RequestContext:
             reusable = (
                 clean and self.navigations[page] < self.reuse_limit and self.pool.keep_idle_pages
             )
-            if reusable and await _blank(page):
+            if reusable and not page.is_closed():
                 self.idle.append(page)
             else:
                 self.navigations.pop(page, None)
@@ -304,18 +304,6 @@ def _blocking_route(blocked: set[str]) -> Callable[[Route], Awaitable[None]]:
             await route.continue_()
 
     return route
-
-
-async def _blank(page: Page) -> bool:
-    """Unload the page's document before it waits for the next URL: its memory (a page can
-    hold hundreds of MB of script heap), timers and connections go with it."""
-    if page.is_closed():
-        return False
-    try:
-        await page.goto("about:blank", timeout=CLOSE_DEADLINE_S * 1000)
-    except PlaywrightError:
-        return False
-    return True
 
 
 async def _answer_dialog(dialog: Dialog) -> None:
