@@ -99,14 +99,16 @@ class CrawlClient:
         """Events and results of `request_id` in arrival order, until its end.
 
         Results are yielded once per `result_id` (a redelivery's duplicates are dropped);
-        it ends after the terminal event, once every URL's result has arrived.
+        it ends after the terminal event, once every URL's result has arrived, and raises
+        `FollowTimeoutError` when that has not happened within `timeout_s`.
         """
-        async with asyncio.timeout(timeout_s), self._follower() as consumer:
+        async with self._follower() as consumer:
             starts = self._starts.get(request_id) or await self._beginnings(consumer, request_id)
             consumer.assign(list(starts))
             for tp, offset in starts.items():
                 consumer.seek(tp, offset)
-            async for message in _Follow(self._settings, request_id).messages(consumer):
+            follow = _Follow(self._settings, request_id)
+            async for message in follow.messages(consumer, timeout_s):
                 yield message
 
     async def crawl(
@@ -179,9 +181,15 @@ class _Follow:
         self._terminal: ProgressEvent | None = None
 
     async def messages(
-        self, consumer: AIOKafkaConsumer
+        self, consumer: AIOKafkaConsumer, timeout_s: float
     ) -> AsyncIterator[ProgressEvent | PageResult]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         while not self.done():
+            if loop.time() > deadline:
+                raise FollowTimeoutError(
+                    f"request {self._request_id.decode()} did not end within {timeout_s:g} s"
+                )
             batch = await consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
             for records in batch.values():
                 for record in records:

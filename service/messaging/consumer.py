@@ -137,6 +137,9 @@ class RequestConsumer:
             ):
                 await self._handler(record)
             self._tracker.finished(tp, record.offset)
+        except Exception:  # loop boundary: the offset stays uncommitted, the worker goes on
+            log.exception("request.crashed", partition=tp.partition, offset=record.offset)
+            self._metrics.requests.labels("crashed").inc()
         finally:
             task = asyncio.current_task()
             self._tasks.get(tp, set()).discard(task)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import signal
+import uuid
 from typing import TYPE_CHECKING, Final
 
 import structlog
@@ -145,23 +146,26 @@ class Worker:
         }
 
     async def _handle(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        deps = self._require_deps()
+        """Process one record to its end; broker trouble runs it again after a backoff."""
+        priority = next(self._arrivals)
+        for attempt in itertools.count():
+            try:
+                await self._process(record, priority)
+            except (RetryableError, KafkaError, TimeoutError) as exc:
+                delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
+                log.warning("request.retrying", error=repr(exc), delay_s=delay)
+                await asyncio.sleep(delay)
+            else:
+                return
+
+    async def _process(self, record: ConsumerRecord[bytes, bytes], priority: int) -> None:
         try:
             request = parse_request(record.value, self._settings)
         except RejectedMessageError as exc:
             await self._reject(record, exc)
             return
-        priority = next(self._arrivals)
         with structlog.contextvars.bound_contextvars(request_id=request.request_id):
-            for attempt in range(1_000_000):
-                try:
-                    await RequestRun(deps, request, priority=priority).execute()
-                except (RetryableError, KafkaError, TimeoutError) as exc:
-                    delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
-                    log.warning("request.retrying", error=repr(exc), delay_s=delay)
-                    await asyncio.sleep(delay)
-                else:
-                    return
+            await RequestRun(self._require_deps(), request, priority=priority).execute()
 
     async def _reject(
         self, record: ConsumerRecord[bytes, bytes], exc: RejectedMessageError
@@ -177,7 +181,7 @@ class Worker:
                 deps.publisher,
                 self._settings,
                 request_id=exc.request_id,
-                run_id=uuid_hex(),
+                run_id=uuid.uuid4().hex,
                 total=0,
                 request_metadata={},
             )
@@ -188,9 +192,3 @@ class Worker:
         if self._deps is None:
             raise RuntimeError("the worker is not running")
         return self._deps
-
-
-def uuid_hex() -> str:
-    import uuid  # noqa: PLC0415
-
-    return uuid.uuid4().hex

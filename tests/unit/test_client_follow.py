@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from service.client import _Follow
+import pytest
+
+from service.client import FollowTimeoutError, _Follow
 from service.contracts import EventType, PageResult, ProgressEvent, dump, utc_now
 from service.messaging.chunks import split
 from service.settings import Settings
@@ -80,3 +82,17 @@ def test_chunked_results_are_reassembled():
     yielded = [follow.accept(Record("res", piece, headers=h)) for piece, h in parts]
     assert yielded[:-1] == [None] * (len(parts) - 1)
     assert yielded[-1] == whole
+
+
+class _SilentConsumer:
+    async def getmany(self, timeout_ms: int) -> dict[object, list[Record]]:
+        del timeout_ms
+        return {}
+
+
+async def test_follow_gives_up_with_a_clear_error_at_its_deadline():
+    """No terminal event before the deadline: `FollowTimeoutError` names the request."""
+    follow = _Follow(SETTINGS, "r")
+    with pytest.raises(FollowTimeoutError, match="request r did not end"):
+        async for _ in follow.messages(_SilentConsumer(), timeout_s=0):
+            pass
