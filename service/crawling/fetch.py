@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
-from service.contracts import ErrorCode, Format, Links, PageError, PageMetadata
+from service.contracts import ErrorCode, Format, Links, PageError, PageMetadata, PageResult
 from service.crawling.errors import classify_browser_error
 from service.crawling.extraction import HtmlTooComplexError, extract
 from service.errors import BrowserUnavailableError
@@ -58,6 +59,14 @@ class PageContent:
     truncated: bool = False
     retry_after_s: float | None = None
     """Seconds the server asked to wait before trying again (`Retry-After`), if it said."""
+
+    def result_fields(self) -> dict[str, object]:
+        """The fields that go onto the `PageResult` as they are."""
+        return {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if field.name in PageResult.model_fields
+        }
 
 
 def failed(code: ErrorCode, message: str, **fields: object) -> PageContent:
