@@ -140,7 +140,6 @@ class BrowserPool:
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._open: set[RequestContext] = set()
-        self.restarts = 0
         self.keep_idle_pages = True
         """Whether a finished page waits for its request's next URL; the memory gate turns
         this off when memory is not comfortable, so a page's renderer is freed at once."""
@@ -233,7 +232,6 @@ class BrowserPool:
                 log.warning("browser.died", generation=handle.generation)
             self._current = await self._launch()
             if handle is not None:
-                self.restarts += 1
                 if self._on_restart is not None:
                     self._on_restart(reason)
                 await self._close_if_drained(handle)

@@ -107,7 +107,15 @@ class UrlPolicy:
         Raises BlockedUrlError when any address is forbidden (unless `host[:port]` is
         allowlisted) and UnresolvableHostError when DNS fails or takes too long.
         """
-        parsed = _parsed_host(host, f"{host}:{port}")
+        return await self._resolve_checked(_parsed_host(host, f"{host}:{port}"), port)
+
+    async def check_target(self, url: str) -> list[IPAddress]:
+        """`check_url` and `resolve_and_check` in one, on the URL parsed once as a browser
+        would parse it: the addresses the page's first request may connect to."""
+        host, port = _host_and_port(url)
+        return await self._resolve_checked(host, port)
+
+    async def _resolve_checked(self, parsed: Host, port: int) -> list[IPAddress]:
         target = f"{parsed.name}:{port}"
         reason = self._reason_without_dns(parsed, port)
         if reason is not None:

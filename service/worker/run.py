@@ -6,7 +6,6 @@ import asyncio
 import time
 import uuid
 from typing import TYPE_CHECKING, Final
-from urllib.parse import urlsplit
 
 import structlog
 from aiokafka.errors import KafkaError
@@ -30,8 +29,6 @@ log = get_logger(__name__)
 
 BROWSER_ATTEMPTS: Final = 3
 """Tries per page when the browser dies under it; then the page fails `browser_crash`."""
-
-DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
 class RequestRun:
@@ -133,12 +130,8 @@ class RequestRun:
         return result
 
     async def _check_policy(self, url: str) -> PageContent | None:
-        policy = self._deps.policy
         try:
-            policy.check_url(url)
-            parts = urlsplit(url)
-            port = parts.port or DEFAULT_PORTS[parts.scheme.lower()]
-            await policy.resolve_and_check(parts.hostname or "", port)
+            await self._deps.policy.check_target(url)
         except BlockedUrlError as exc:
             return failed(ErrorCode.BLOCKED, str(exc))
         except UnresolvableHostError as exc:

@@ -280,3 +280,19 @@ async def test_an_unresolvable_host_is_a_distinct_permanent_error():
         await POLICY.resolve_and_check("nonexistent.invalid", 80)
     assert isinstance(caught.value, PermanentError)
     assert not isinstance(caught.value, BlockedUrlError)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://0x7f.1:8080/", "http://127.0.0.1\\@example.com/", "ftp://example.com/", "http:///x"],
+)
+async def test_check_target_parses_like_a_browser_and_blocks(url):
+    """`check_target` judges the host and port a browser would use, before any DNS."""
+    with pytest.raises(BlockedUrlError):
+        await POLICY.check_target(url)
+
+
+async def test_check_target_returns_the_addresses_of_an_allowlisted_target():
+    """An allowlisted literal target passes and yields the address to connect to."""
+    policy = UrlPolicy.create(allowed_hosts=["127.0.0.1:8080"])
+    assert [str(a) for a in await policy.check_target("http://0x7f.1:8080/x")] == ["127.0.0.1"]
