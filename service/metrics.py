@@ -33,8 +33,34 @@ class Metrics:
         )
         self.consumer_lag = Gauge(
             "crawl_consumer_lag",
-            "Messages behind the end of each assigned partition.",
+            "End offset minus committed offset of each partition this worker owns.",
             ["partition"],
+            registry=r,
+        )
+        self.pages_pending = Gauge(
+            "crawl_pages_pending", "Pages taken from Kafka and not finished.", registry=r
+        )
+        self.requests_pending = Gauge(
+            "crawl_requests_pending",
+            "Request records taken from Kafka and not finished.",
+            registry=r,
+        )
+        self.rebalances = Counter(
+            "crawl_rebalances_total", "Partition assignments this worker received.", registry=r
+        )
+        self.last_poll = Gauge(
+            "crawl_last_poll_timestamp_seconds",
+            "Unix time of the consumer's last poll (time since = now minus this).",
+            registry=r,
+        )
+        self.records_skipped = Counter(
+            "crawl_records_skipped_total",
+            "Records a previous owner had finished above the committed offset (not re-run).",
+            registry=r,
+        )
+        self.publish_retries = Counter(
+            "crawl_publish_retries_total",
+            "Messages sent again after a retriable broker error.",
             registry=r,
         )
         self.commits = Counter("crawl_commits_total", "Offset commits sent to Kafka.", registry=r)

@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     """Topic that receives requests that cannot be parsed, with headers saying why."""
     group_id: str = "crawlstream"
     """Consumer group shared by all worker replicas."""
+    static_membership: bool = False
+    """Join the group as a static member named `CRAWL_WORKER_NAME` (`group.instance.id`): a
+    replica restarted under the same name within the session timeout gets its partitions back
+    without a rebalance. Use with stable names (a StatefulSet); a stopped static member's
+    partitions wait for the session timeout (30 s) before they move."""
     requests_partitions: int = Field(default=12, ge=1)
     """Partitions of the requests topic when the worker creates it (the replica ceiling)."""
     output_partitions: int = Field(default=12, ge=1)
@@ -99,6 +104,11 @@ class Settings(BaseSettings):
     """Largest message the producer sends; larger results go as chunks."""
     max_request_bytes: ByteSize = ByteSize(1_000_000)
     """Largest request accepted; larger ones go to the dead letters."""
+    max_metadata_bytes: ByteSize = ByteSize(65_536)
+    """Largest request `metadata` (as echoed, compact JSON) accepted; larger: `invalid_request`."""
+    max_deliveries: int = Field(default=3, ge=1)
+    """Deliveries of one request record whose worker died under it; the next one quarantines
+    the record as `poison` instead of running it again."""
 
     # --- Work ----------------------------------------------------------------------------
     worker_name: str = Field(default_factory=_default_worker_name)
@@ -116,7 +126,7 @@ class Settings(BaseSettings):
     """Pages waiting for a slot before the consumer pauses (when no page can start)."""
     max_requests_in_flight: int = Field(default=64, ge=1)
     """Requests taken from Kafka and not yet committed, over all partitions."""
-    max_partition_run_ahead: int = Field(default=32, ge=1)
+    max_partition_run_ahead: int = Field(default=32, ge=1, le=4096)
     """How far past its oldest unfinished request one partition may be read."""
     max_page_timeout: Seconds = timedelta(seconds=60)
     """Upper bound on a request's `timeout_ms`."""
@@ -178,6 +188,11 @@ class Settings(BaseSettings):
     """Lowest log level written."""
     log_format: Literal["auto", "json", "console"] = "auto"
     """`auto`: JSON unless standard error is a terminal."""
+
+    @property
+    def group_instance_id(self) -> str | None:
+        """The static member name, when static membership is on."""
+        return self.worker_name if self.static_membership else None
 
     @field_validator("allowed_hosts", mode="before")
     @classmethod

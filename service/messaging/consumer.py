@@ -1,14 +1,18 @@
 """The requests consumer: concurrent handling, per-partition commits, pause without leaving.
 
 Records are handled concurrently, also within a partition. A partition's offset is committed
-up to its oldest unfinished record (see `OffsetTracker`). Partitions are paused, never
-unsubscribed, when the worker is full: the consumer keeps polling and stays in its group.
+up to its oldest unfinished record, with what is done above it and how often each unfinished
+record was delivered in the commit's metadata (see `OffsetTracker`). A record's delivery is
+committed before it runs, so a record that kills its worker is counted even though the worker
+dies. Partitions are paused, never unsubscribed, when the worker is full: the consumer keeps
+polling and stays in its group.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import TYPE_CHECKING, Final
 
 import structlog
@@ -17,17 +21,18 @@ from aiokafka.errors import CommitFailedError, KafkaError
 
 from service.logs import get_logger
 from service.messaging.kafka_config import client_options
-from service.messaging.offsets import OffsetTracker
+from service.messaging.offsets import OffsetTracker, Verdict
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterable
 
     from aiokafka import ConsumerRecord, TopicPartition
 
+    from service.messaging.offsets import Delivery
     from service.metrics import Metrics
     from service.settings import Settings
 
-    Handler = Callable[[ConsumerRecord[bytes, bytes]], Awaitable[None]]
+    Handler = Callable[[ConsumerRecord[bytes, bytes], Delivery], Awaitable[None]]
 
 log = get_logger(__name__)
 
@@ -38,12 +43,13 @@ COMMIT_INTERVAL_S: Final = 1.0
 """How often finished offsets are committed."""
 
 REVOKE_GRACE_S: Final = 5.0
-"""On rebalance, how long revoked partitions' requests may take to finish and be committed."""
+"""On rebalance, how long revoked partitions' requests may take to finish and be committed
+(while shutting down, the rest of `CRAWL_SHUTDOWN_GRACE` applies instead)."""
 
 READY_CHECK_S: Final = 3.0
 """Deadline of the readiness probe's metadata request."""
 
-LAG_INTERVAL_S: Final = 10.0
+LAG_INTERVAL_S: Final = 5.0
 """How often consumer lag is refreshed for the metrics."""
 
 
@@ -56,18 +62,23 @@ class RequestConsumer:
         handler: Handler,
         metrics: Metrics,
         should_pause: Callable[[], bool] = lambda: False,
+        intake_room: Callable[[], int] | None = None,
     ) -> None:
         self._settings = settings
         self._handler = handler
         self._metrics = metrics
         self._should_pause = should_pause
-        self._tracker = OffsetTracker()
+        self._intake_room = intake_room
+        self._tracker = OffsetTracker(settings.max_deliveries)
         self._tasks: dict[TopicPartition, set[asyncio.Task[None]]] = {}
         self._stopping = asyncio.Event()
+        self._drain_deadline: float | None = None
         self._paused_all = False
+        self._timeout_s = settings.kafka_timeout.total_seconds()
         self._consumer = AIOKafkaConsumer(
             **client_options(settings),
             group_id=settings.group_id,
+            group_instance_id=settings.group_instance_id,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=int(settings.max_request_bytes) + 65_536,
@@ -95,28 +106,25 @@ class RequestConsumer:
 
     async def run(self) -> None:
         """Consume until `stop()`; then finish or hand back in-flight work and commit."""
-        timeout_s = self._settings.kafka_timeout.total_seconds()
-        await asyncio.wait_for(self._consumer.start(), timeout_s)
+        await asyncio.wait_for(self._consumer.start(), self._timeout_s)
         self._consumer.subscribe([self._settings.requests_topic], listener=_Rebalance(self))
         try:
             await self._loop()
             await self._drain(self._settings.shutdown_grace.total_seconds())
         finally:
             await self._cancel(list(self._tasks))
-            await asyncio.wait_for(self._consumer.stop(), timeout_s)
+            await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         next_commit = next_lag = loop.time()
         while not self._stopping.is_set():
             self._apply_backpressure()
-            room = self._settings.max_requests_in_flight - self.in_flight
             batch = await self._consumer.getmany(
-                timeout_ms=POLL_TIMEOUT_MS, max_records=max(room, 1)
+                timeout_ms=POLL_TIMEOUT_MS, max_records=self._fetch_bound()
             )
-            for tp, records in batch.items():
-                for record in records:
-                    self._start(tp, record)
+            self._metrics.last_poll.set(time.time())
+            await self._take(batch)
             if loop.time() >= next_commit:
                 await self._commit(self._consumer.assignment())
                 next_commit = loop.time() + COMMIT_INTERVAL_S
@@ -124,26 +132,50 @@ class RequestConsumer:
                 await self._update_lag()
                 next_lag = loop.time() + LAG_INTERVAL_S
 
-    def _start(self, tp: TopicPartition, record: ConsumerRecord[bytes, bytes]) -> None:
-        self._tracker.started(tp, record.offset)
-        task = asyncio.create_task(self._handle(tp, record))
-        self._tasks.setdefault(tp, set()).add(task)
-        self._metrics.requests_in_flight.set(self.in_flight)
+    def _fetch_bound(self) -> int:
+        """Records one poll may bring in: requests in flight and local page backlog allow."""
+        room = self._settings.max_requests_in_flight - self.in_flight
+        if self._intake_room is not None:
+            room = min(room, self._intake_room())
+        return max(room, 1)
 
-    async def _handle(self, tp: TopicPartition, record: ConsumerRecord[bytes, bytes]) -> None:
+    async def _take(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
+        """Record each delivery durably (one commit for the batch), then start the records."""
+        started = []
+        for tp, records in batch.items():
+            for record in records:
+                delivery = self._tracker.delivered(tp, record.offset)
+                if delivery.verdict is Verdict.SKIP:
+                    self._metrics.records_skipped.inc()
+                    log.info("request.skipped", partition=tp.partition, offset=record.offset)
+                else:
+                    started.append((tp, record, delivery))
+        if started:
+            await self._commit({tp for tp, _, _ in started})
+        for tp, record, delivery in started:
+            task = asyncio.create_task(self._handle(tp, record, delivery))
+            self._tasks.setdefault(tp, set()).add(task)
+        self._metrics.requests_in_flight.set(self.in_flight)
+        self._metrics.requests_pending.set(self.in_flight)
+
+    async def _handle(
+        self, tp: TopicPartition, record: ConsumerRecord[bytes, bytes], delivery: Delivery
+    ) -> None:
         try:
             with structlog.contextvars.bound_contextvars(
-                partition=tp.partition, offset=record.offset
+                partition=tp.partition, offset=record.offset, delivery=delivery.count
             ):
-                await self._handler(record)
-            self._tracker.finished(tp, record.offset)
-        except Exception:  # loop boundary: the offset stays uncommitted, the worker goes on
-            log.exception("request.crashed", partition=tp.partition, offset=record.offset)
-            self._metrics.requests.labels("crashed").inc()
+                await self._handler(record, delivery)
+        except Exception:  # last resort: the handler ends every record itself, even on error
+            log.exception("request.dropped", partition=tp.partition, offset=record.offset)
+            self._metrics.requests.labels("dropped").inc()
         finally:
             task = asyncio.current_task()
+            if not (task is not None and task.cancelling()):
+                self._tracker.finished(tp, record.offset)
             self._tasks.get(tp, set()).discard(task)
             self._metrics.requests_in_flight.set(self.in_flight)
+            self._metrics.requests_pending.set(self.in_flight)
 
     def _apply_backpressure(self) -> None:
         assigned = self._consumer.assignment()
@@ -167,36 +199,66 @@ class RequestConsumer:
                 full=full,
             )
 
-    async def _commit(self, partitions: set[TopicPartition]) -> None:
-        positions = self._tracker.to_commit(partitions)
-        if not positions:
+    async def _commit(
+        self, partitions: Iterable[TopicPartition], *, handing_back: bool = False
+    ) -> None:
+        commits = self._tracker.to_commit(partitions, handing_back=handing_back)
+        if not commits:
             return
         try:
-            await asyncio.wait_for(
-                self._consumer.commit(positions), self._settings.kafka_timeout.total_seconds()
-            )
+            await asyncio.wait_for(self._consumer.commit(commits), self._timeout_s)
         except (CommitFailedError, KafkaError, TimeoutError) as exc:
             log.warning("consumer.commit_failed", error=repr(exc))
             return
-        self._tracker.committed(positions)
+        self._tracker.committed(commits)
         self._metrics.commits.inc()
-        log.debug("consumer.committed", positions={str(tp): o for tp, o in positions.items()})
+        log.debug("consumer.committed", positions={str(tp): c[0] for tp, c in commits.items()})
 
     async def _update_lag(self) -> None:
-        for tp in self._consumer.assignment():
-            with contextlib.suppress(KafkaError, AssertionError):
-                highwater = self._consumer.highwater(tp)
-                position = await self._consumer.position(tp)
-                if highwater is not None:
-                    self._metrics.consumer_lag.labels(str(tp.partition)).set(highwater - position)
+        """End offset minus committed offset, as KEDA and lag exporters compute it."""
+        owned = self._consumer.assignment()
+        if not owned:
+            return
+        try:
+            ends = await asyncio.wait_for(self._consumer.end_offsets(list(owned)), READY_CHECK_S)
+            starts = await asyncio.wait_for(
+                self._consumer.beginning_offsets(list(owned)), READY_CHECK_S
+            )
+        except (KafkaError, TimeoutError) as exc:
+            log.debug("consumer.lag_unavailable", error=repr(exc))
+            return
+        for tp in owned & ends.keys():
+            committed = self._tracker.committed_position(tp)
+            base = committed if committed is not None else starts.get(tp, 0)
+            self._metrics.consumer_lag.labels(str(tp.partition)).set(max(ends[tp] - base, 0))
+
+    def _forget_lag(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            with contextlib.suppress(KeyError):
+                self._metrics.consumer_lag.remove(str(tp.partition))
 
     async def _drain(self, grace_s: float) -> None:
-        """Let in-flight requests finish within `grace_s`, then commit what is done."""
-        tasks = {task for tasks in self._tasks.values() for task in tasks}
-        if tasks:
-            log.info("consumer.draining", requests=len(tasks), grace_s=grace_s)
-            await asyncio.wait(tasks, timeout=grace_s)
-        await self._commit(self._consumer.assignment())
+        """Let in-flight requests finish within `grace_s`, committing as they finish."""
+        self._drain_deadline = asyncio.get_running_loop().time() + grace_s
+        if self.in_flight:
+            log.info("consumer.draining", requests=self.in_flight, grace_s=grace_s)
+        await self._settle(set(self._tasks), self._drain_deadline)
+
+    async def _settle(self, partitions: set[TopicPartition], deadline: float) -> None:
+        """Wait until `partitions`' work is done or `deadline`; commit as work finishes.
+
+        Whatever is still running then is committed as handed back (not counted as a failed
+        delivery) and left to the caller to cancel.
+        """
+        loop = asyncio.get_running_loop()
+        while True:
+            tasks = {task for tp in partitions for task in self._tasks.get(tp, set())}
+            remaining = deadline - loop.time()
+            if not tasks or remaining <= 0:
+                break
+            await asyncio.wait(tasks, timeout=min(remaining, COMMIT_INTERVAL_S))
+            await self._commit(partitions & self._consumer.assignment())
+        await self._commit(partitions & self._consumer.assignment(), handing_back=True)
 
     async def _cancel(self, partitions: list[TopicPartition]) -> None:
         """Cancel unfinished work of `partitions`: it stays uncommitted for the next owner."""
@@ -208,13 +270,41 @@ class RequestConsumer:
             log.info("consumer.handed_back", requests=len(tasks))
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
-        tasks = {task for tp in revoked for task in self._tasks.get(tp, set())}
-        if tasks:
-            await asyncio.wait(tasks, timeout=REVOKE_GRACE_S)
-        await self._commit(revoked)
+        """Finish and commit what can be finished in time; hand back the rest uncommitted."""
+        loop = asyncio.get_running_loop()
+        deadline = self._drain_deadline or loop.time() + REVOKE_GRACE_S
+        await self._settle(revoked, deadline)
         await self._cancel(list(revoked))
         self._tracker.forget(revoked)
+        self._forget_lag(revoked)
         log.info("consumer.revoked", partitions=sorted(tp.partition for tp in revoked))
+
+    async def on_assigned(self, assigned: set[TopicPartition]) -> None:
+        """Start each partition from its committed position and the metadata stored with it
+        (done offsets above it are skipped, delivery counts go on)."""
+        self._metrics.rebalances.inc()
+        for tp, (position, metadata) in (await self._committed(assigned)).items():
+            self._tracker.restore(tp, position, metadata)
+        log.info("consumer.assigned", partitions=sorted(tp.partition for tp in assigned))
+        if self._stopping.is_set():
+            self._consumer.pause(*assigned)
+
+    async def _committed(
+        self, partitions: set[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int | None, str]]:
+        """Committed offsets with their metadata (`committed()` drops the metadata)."""
+        coordinator = self._consumer._coordinator  # noqa: SLF001  # aiokafka has no public call
+        found = await asyncio.wait_for(
+            coordinator.fetch_committed_offsets(partitions), self._timeout_s
+        )
+        result: dict[TopicPartition, tuple[int | None, str]] = {}
+        for tp in partitions:
+            entry = found.get(tp)
+            if entry is None or entry.offset < 0:
+                result[tp] = (None, "")
+            else:
+                result[tp] = (entry.offset, entry.metadata or "")
+        return result
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -225,4 +315,4 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         await self._consumer.on_revoked(set(revoked))
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        log.info("consumer.assigned", partitions=sorted(tp.partition for tp in assigned))
+        await self._consumer.on_assigned(set(assigned))

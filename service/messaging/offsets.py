@@ -2,50 +2,120 @@
 
 A partition's committable position is its lowest offset still in flight, or one past the
 highest offset seen when nothing is in flight: everything below it is done.
+
+What lies above the position travels durably in the commit's metadata string (Confluent's
+parallel-consumer does the same): the offsets already done there, so the next owner skips them
+instead of crawling them again, and how many times each unfinished record has been delivered
+to a worker that then died, so a record that keeps killing its worker is quarantined instead
+of cycling through every replica. A record handed back on purpose (rebalance, shutdown) is
+not counted against it.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from enum import StrEnum
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from aiokafka import TopicPartition
 
+METADATA_VERSION: Final = 1
+"""Version of the commit-metadata encoding; other versions (or foreign metadata) are ignored."""
+
+MAX_METADATA_CHARS: Final = 4000
+"""Brokers refuse commit metadata above `offset.metadata.max.bytes` (4096 by default)."""
+
+
+class Verdict(StrEnum):
+    """What to do with a record that was just fetched."""
+
+    RUN = "run"
+    SKIP = "skip"
+    """A previous owner finished it (it is above the committed position)."""
+    POISON = "poison"
+    """Delivered more than the allowed times: quarantine it instead of running it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    verdict: Verdict
+    count: int
+    """This delivery's number, 1 for the first."""
+
 
 @dataclass(slots=True)
 class _PartitionState:
     in_flight: set[int] = field(default_factory=set)
+    done: set[int] = field(default_factory=set)
+    """Finished offsets above the position (restored ones included)."""
+    deliveries: dict[int, int] = field(default_factory=dict)
+    """Unfinished offsets and how often each was delivered to a worker that did not finish it."""
     next_offset: int | None = None
-    committed: int | None = None
+    committed: tuple[int, str] | None = None
 
     def position(self) -> int | None:
         if self.in_flight:
             return min(self.in_flight)
         return self.next_offset
 
+    def prune(self) -> None:
+        position = self.position()
+        if position is not None:
+            self.done = {o for o in self.done if o >= position}
+
 
 class OffsetTracker:
     """Which offsets of which partitions are taken, done, and safe to commit."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_deliveries: int = 3) -> None:
+        self._max_deliveries = max_deliveries
         self._partitions: dict[TopicPartition, _PartitionState] = {}
 
-    def started(self, tp: TopicPartition, offset: int) -> None:
+    def restore(self, tp: TopicPartition, position: int | None, metadata: str) -> None:
+        """Start owning `tp` from its committed position and the metadata stored with it."""
+        state = _PartitionState()
+        if position is not None and position >= 0:
+            done, deliveries = decode_metadata(metadata, position)
+            state.done, state.deliveries = done, deliveries
+            state.committed = (position, metadata)
+        self._partitions[tp] = state
+
+    def delivered(self, tp: TopicPartition, offset: int) -> Delivery:
+        """Take a fetched record: run it, skip it (done before), or quarantine it."""
         state = self._partitions.setdefault(tp, _PartitionState())
-        state.in_flight.add(offset)
         state.next_offset = max(offset + 1, state.next_offset or 0)
+        if offset in state.done:
+            return Delivery(Verdict.SKIP, 0)
+        count = state.deliveries.get(offset, 0) + 1
+        state.deliveries[offset] = count
+        state.in_flight.add(offset)
+        verdict = Verdict.POISON if count > self._max_deliveries else Verdict.RUN
+        return Delivery(verdict, count)
 
     def finished(self, tp: TopicPartition, offset: int) -> None:
         state = self._partitions.get(tp)
-        if state is not None:
+        if state is not None and offset in state.in_flight:
             state.in_flight.discard(offset)
+            state.deliveries.pop(offset, None)
+            state.done.add(offset)
+            state.prune()
+
+    def partitions(self) -> set[TopicPartition]:
+        return set(self._partitions)
 
     def in_flight(self, tp: TopicPartition) -> int:
         state = self._partitions.get(tp)
         return len(state.in_flight) if state else 0
+
+    def next_offset(self, tp: TopicPartition) -> int | None:
+        """Where reading `tp` goes on: one past the highest offset taken."""
+        state = self._partitions.get(tp)
+        return state.next_offset if state else None
 
     def run_ahead(self, tp: TopicPartition) -> int:
         """How far reading has gone past the oldest unfinished offset."""
@@ -54,21 +124,77 @@ class OffsetTracker:
             return 0
         return state.next_offset - min(state.in_flight)
 
-    def to_commit(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Positions that moved since the last commit, for the given partitions only."""
-        positions: dict[TopicPartition, int] = {}
+    def committed_position(self, tp: TopicPartition) -> int | None:
+        state = self._partitions.get(tp)
+        return state.committed[0] if state and state.committed else None
+
+    def to_commit(
+        self, partitions: Iterable[TopicPartition], *, handing_back: bool = False
+    ) -> dict[TopicPartition, tuple[int, str]]:
+        """Positions and metadata that changed since the last commit, for `partitions` only.
+
+        `handing_back`: the unfinished records are being given up on purpose (rebalance or
+        shutdown), so this delivery is not counted against them.
+        """
+        commits: dict[TopicPartition, tuple[int, str]] = {}
         for tp in partitions:
             state = self._partitions.get(tp)
             position = state.position() if state else None
-            if state is not None and position is not None and position != state.committed:
-                positions[tp] = position
-        return positions
+            if state is None or position is None:
+                continue
+            deliveries = dict(state.deliveries)
+            if handing_back:
+                for offset in state.in_flight:
+                    deliveries[offset] = deliveries.get(offset, 1) - 1
+            commit = (position, encode_metadata(position, state.done, deliveries))
+            if commit != state.committed:
+                commits[tp] = commit
+        return commits
 
-    def committed(self, positions: dict[TopicPartition, int]) -> None:
-        for tp, position in positions.items():
-            self._partitions[tp].committed = position
+    def committed(self, commits: dict[TopicPartition, tuple[int, str]]) -> None:
+        for tp, commit in commits.items():
+            if tp in self._partitions:
+                self._partitions[tp].committed = commit
 
     def forget(self, partitions: Iterable[TopicPartition]) -> None:
         """Drop revoked partitions: their unfinished work belongs to the next owner."""
         for tp in partitions:
             self._partitions.pop(tp, None)
+
+
+def encode_metadata(position: int, done: set[int], deliveries: dict[int, int]) -> str:
+    """Compact JSON: a bitset of done offsets from `position`, and delivery counts (> 0)."""
+    counts = sorted((o - position, n) for o, n in deliveries.items() if o >= position and n > 0)
+    above = [o - position for o in done if o > position]
+    document: dict[str, object] = {"v": METADATA_VERSION}
+    if above:
+        bits = bytearray(max(above) // 8 + 1)
+        for index in above:
+            bits[index // 8] |= 1 << (index % 8)
+        document["done"] = base64.b64encode(bytes(bits)).decode()
+    if counts:
+        document["dlv"] = [list(pair) for pair in counts]
+    text = json.dumps(document, separators=(",", ":"))
+    if len(text) > MAX_METADATA_CHARS:  # keep the counts: skipping done work is the cheap part
+        document.pop("done", None)
+        text = json.dumps(document, separators=(",", ":"))
+    return text[:MAX_METADATA_CHARS]
+
+
+def decode_metadata(metadata: str, position: int) -> tuple[set[int], dict[int, int]]:
+    """The done offsets and delivery counts in `metadata`; nothing for foreign metadata."""
+    try:
+        document = json.loads(metadata) if metadata else {}
+        if not isinstance(document, dict) or document.get("v") != METADATA_VERSION:
+            return set(), {}
+        bits = base64.b64decode(document.get("done", ""), validate=True)
+        done = {
+            position + byte * 8 + bit
+            for byte, value in enumerate(bits)
+            for bit in range(8)
+            if value & (1 << bit)
+        }
+        deliveries = {position + int(delta): int(count) for delta, count in document.get("dlv", [])}
+    except (ValueError, TypeError):
+        return set(), {}
+    return done, deliveries

@@ -1,44 +1,55 @@
-"""The offset tracker commits below the oldest unfinished record, per partition."""
+"""The offset tracker commits below the oldest unfinished record, per partition, and carries
+what is done above it and how often each unfinished record was delivered in the metadata."""
 
 from __future__ import annotations
 
 from aiokafka import TopicPartition
 
-from service.messaging.offsets import OffsetTracker
+from service.messaging.offsets import (
+    MAX_METADATA_CHARS,
+    OffsetTracker,
+    Verdict,
+    decode_metadata,
+    encode_metadata,
+)
 
 P0 = TopicPartition("t", 0)
 P1 = TopicPartition("t", 1)
+
+
+def _positions(commits: dict[TopicPartition, tuple[int, str]]) -> dict[TopicPartition, int]:
+    return {tp: position for tp, (position, _) in commits.items()}
 
 
 def test_commit_stops_at_the_oldest_unfinished_offset():
     """Out-of-order completion commits only the contiguous finished prefix."""
     tracker = OffsetTracker()
     for offset in (10, 11, 12):
-        tracker.started(P0, offset)
+        tracker.delivered(P0, offset)
     tracker.finished(P0, 11)
     tracker.finished(P0, 12)
-    assert tracker.to_commit([P0]) == {P0: 10}
+    assert _positions(tracker.to_commit([P0])) == {P0: 10}
     tracker.finished(P0, 10)
-    assert tracker.to_commit([P0]) == {P0: 13}
+    assert _positions(tracker.to_commit([P0])) == {P0: 13}
 
 
 def test_nothing_to_commit_twice():
-    """After a commit, an unchanged position is not committed again."""
+    """After a commit, an unchanged position and metadata are not committed again."""
     tracker = OffsetTracker()
-    tracker.started(P0, 0)
+    tracker.delivered(P0, 0)
     tracker.finished(P0, 0)
-    positions = tracker.to_commit([P0])
-    tracker.committed(positions)
+    commits = tracker.to_commit([P0])
+    tracker.committed(commits)
     assert tracker.to_commit([P0]) == {}
 
 
 def test_partitions_are_independent_and_forgotten_on_revoke():
     """A slow partition does not hold back another; a revoked one has nothing to commit."""
     tracker = OffsetTracker()
-    tracker.started(P0, 5)
-    tracker.started(P1, 7)
+    tracker.delivered(P0, 5)
+    tracker.delivered(P1, 7)
     tracker.finished(P1, 7)
-    assert tracker.to_commit([P0, P1]) == {P0: 5, P1: 8}
+    assert _positions(tracker.to_commit([P0, P1])) == {P0: 5, P1: 8}
     tracker.forget([P1])
     assert tracker.to_commit([P1]) == {}
     assert tracker.in_flight(P0) == 1
@@ -48,9 +59,71 @@ def test_run_ahead_measures_distance_from_the_oldest_unfinished():
     """Run-ahead bounds how far past a stuck record a partition is read."""
     tracker = OffsetTracker()
     for offset in range(100, 110):
-        tracker.started(P0, offset)
+        tracker.delivered(P0, offset)
     for offset in range(101, 110):
         tracker.finished(P0, offset)
     assert tracker.run_ahead(P0) == 10
     tracker.finished(P0, 100)
     assert tracker.run_ahead(P0) == 0
+
+
+def test_the_next_owner_skips_what_was_done_above_the_committed_offset():
+    """Completed requests behind an unfinished one are not run again after a failover."""
+    first = OffsetTracker()
+    for offset in range(20, 25):
+        first.delivered(P0, offset)
+    for offset in (21, 23, 24):
+        first.finished(P0, offset)
+    position, metadata = first.to_commit([P0])[P0]
+    assert position == 20
+
+    second = OffsetTracker()
+    second.restore(P0, position, metadata)
+    verdicts = [second.delivered(P0, offset).verdict for offset in range(20, 26)]
+    assert verdicts == [Verdict.RUN, Verdict.SKIP, Verdict.RUN, Verdict.SKIP, Verdict.SKIP,
+                        Verdict.RUN]  # fmt: skip
+    second.finished(P0, 20)
+    second.finished(P0, 22)
+    assert _positions(second.to_commit([P0])) == {P0: 25}
+
+
+def test_a_record_whose_worker_keeps_dying_is_poison_after_max_deliveries():
+    """Deliveries survive in the metadata; the one after `max_deliveries` is quarantined."""
+    metadata = ""
+    verdicts = []
+    for _ in range(4):
+        owner = OffsetTracker(max_deliveries=3)
+        owner.restore(P0, 7, metadata)
+        verdicts.append(owner.delivered(P0, 7))
+        _, metadata = owner.to_commit([P0])[P0]  # committed before the record runs; then dies
+    assert [d.count for d in verdicts] == [1, 2, 3, 4]
+    assert [d.verdict for d in verdicts] == [Verdict.RUN] * 3 + [Verdict.POISON]
+
+
+def test_a_record_handed_back_on_purpose_is_not_counted():
+    """Rebalance or shutdown hands work back: that delivery does not count against it."""
+    owner = OffsetTracker(max_deliveries=1)
+    owner.restore(P0, 3, "")
+    owner.delivered(P0, 3)
+    _, metadata = owner.to_commit([P0], handing_back=True)[P0]
+    again = OffsetTracker(max_deliveries=1)
+    again.restore(P0, 3, metadata)
+    assert again.delivered(P0, 3).verdict is Verdict.RUN
+
+
+def test_metadata_round_trips_and_ignores_foreign_text():
+    """The encoding is compact and anything that is not ours decodes to nothing."""
+    done = {101, 102, 140}
+    text = encode_metadata(100, done, {100: 2, 103: 1})
+    assert decode_metadata(text, 100) == (done, {100: 2, 103: 1})
+    assert decode_metadata("written by another tool", 100) == (set(), {})
+    assert decode_metadata('{"v": 99, "done": "AA=="}', 100) == (set(), {})
+
+
+def test_metadata_stays_within_the_brokers_limit():
+    """Even with the largest run-ahead, the metadata fits `offset.metadata.max.bytes`."""
+    done = set(range(1, 4097, 2))
+    deliveries = {offset: 2 for offset in range(0, 4097, 64)}
+    text = encode_metadata(0, done, deliveries)
+    assert len(text) <= MAX_METADATA_CHARS
+    assert decode_metadata(text, 0) == (done, deliveries)
