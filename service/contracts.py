@@ -159,6 +159,20 @@ class ErrorCode(StrEnum):
     """The URL is a file download, not a page."""
     INTERNAL = "internal"
     """A bug in the worker; the message says more."""
+    POISON = "poison"
+    """The request record was delivered more than `CRAWL_MAX_DELIVERIES` times (each time its
+    worker died); it is quarantined in the dead letters instead of being run again."""
+
+
+class RecordSource(BaseModel):
+    """The request record a result or event came from: equal across redeliveries of that
+    record, different for two records that reuse one request_id."""
+
+    model_config = ConfigDict(frozen=True)
+
+    topic: str
+    partition: int = Field(ge=0)
+    offset: int = Field(ge=0)
 
 
 class PageError(BaseModel):
@@ -223,6 +237,8 @@ class PageResult(BaseModel):
     fetched_at: datetime
     worker: str
     request_metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    source: RecordSource | None = None
+    """The request record this result answers (null only from workers before this field)."""
 
 
 class EventType(StrEnum):
@@ -269,6 +285,8 @@ class ProgressEvent(BaseModel):
     result_id: str | None = None
     """The page's result, on page events."""
     request_metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    source: RecordSource | None = None
+    """The request record this run answers (null only from workers before this field)."""
 
     @property
     def is_terminal(self) -> bool:

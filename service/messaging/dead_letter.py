@@ -1,10 +1,18 @@
-"""Send a record that is not a valid request to the dead-letter topic, untouched."""
+"""Send a record that cannot be run to the dead-letter topic, with headers saying why.
+
+The original key, value and headers are kept as they were, as long as the dead letter fits in
+one message; beyond the producer's limit the value is cut to a prefix (headers give the
+original size and sha256) and oversized original headers are left out. A dead letter is
+always publishable, so it can never loop.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Final
 
 from service.contracts import utc_now
+from service.messaging.outbox import Outbox
 
 if TYPE_CHECKING:
     from aiokafka import ConsumerRecord
@@ -20,6 +28,15 @@ SOURCE_PARTITION: Final = "crawlstream-source-partition"
 SOURCE_OFFSET: Final = "crawlstream-source-offset"
 WORKER: Final = "crawlstream-worker"
 FAILED_AT: Final = "crawlstream-failed-at"
+ORIGINAL_SIZE: Final = "crawlstream-original-size"
+ORIGINAL_SHA256: Final = "crawlstream-original-sha256"
+TRUNCATED: Final = "crawlstream-truncated"
+
+ROOM_BYTES: Final = 32_768
+"""Kept free below the message limit for the added headers and the record's framing."""
+
+MAX_KEY_BYTES: Final = 4096
+"""Longest original key kept as it is (a longer one is cut; the partition may then differ)."""
 
 DEAD_LETTER_HEADERS: Final = (
     ERROR_CODE,
@@ -29,8 +46,14 @@ DEAD_LETTER_HEADERS: Final = (
     SOURCE_OFFSET,
     WORKER,
     FAILED_AT,
+    ORIGINAL_SIZE,
+    ORIGINAL_SHA256,
+    TRUNCATED,
 )
 """Headers the worker adds; the record's own headers come first, unchanged."""
+
+MAX_MESSAGE_CHARS: Final = 1000
+"""Longest error message put in a dead letter's headers."""
 
 
 async def send_dead_letter(
@@ -39,17 +62,47 @@ async def send_dead_letter(
     record: ConsumerRecord[bytes, bytes],
     error: RejectedMessageError,
 ) -> None:
-    """Publish the original key, value and headers plus why, and wait for the ack."""
+    """Publish the original key, value and headers (cut to fit) plus why; wait for the ack."""
+    key, value, headers, cuts = _fitted(record, int(settings.max_message_bytes) - ROOM_BYTES)
     reasons = [
         (ERROR_CODE, error.code),
-        (ERROR_MESSAGE, error.message),
+        (ERROR_MESSAGE, error.message[:MAX_MESSAGE_CHARS]),
         (SOURCE_TOPIC, record.topic),
         (SOURCE_PARTITION, str(record.partition)),
         (SOURCE_OFFSET, str(record.offset)),
         (WORKER, settings.worker_name),
         (FAILED_AT, utc_now().isoformat()),
+        *cuts,
     ]
-    headers = [*record.headers, *((name, value.encode()) for name, value in reasons)]
-    await publisher.send_and_wait(
-        settings.dead_letter_topic, record.key, record.value or b"", headers
+    outbox = Outbox(publisher)
+    await outbox.put(
+        settings.dead_letter_topic,
+        key,
+        value,
+        [*headers, *((name, text.encode()) for name, text in reasons)],
     )
+    await outbox.flush()
+
+
+def _fitted(
+    record: ConsumerRecord[bytes, bytes], budget: int
+) -> tuple[bytes | None, bytes, list[tuple[str, bytes]], list[tuple[str, str]]]:
+    """Key, value and headers of `record` within `budget` bytes, and headers naming the cuts."""
+    key, value, headers = record.key, record.value or b"", list(record.headers)
+    cuts: list[tuple[str, str]] = []
+    if key is not None and len(key) > MAX_KEY_BYTES:
+        key = key[:MAX_KEY_BYTES]
+        cuts.append((TRUNCATED, "key"))
+    header_bytes = sum(len(name) + len(data or b"") for name, data in headers)
+    if header_bytes > budget // 4:
+        headers = []
+        cuts.append((TRUNCATED, "headers"))
+    room = budget - len(key or b"") - min(header_bytes, budget // 4)
+    if len(value) > room:
+        cuts += [
+            (TRUNCATED, "value"),
+            (ORIGINAL_SIZE, str(len(value))),
+            (ORIGINAL_SHA256, hashlib.sha256(value).hexdigest()),
+        ]
+        value = value[: max(room, 0)]
+    return key, value, headers, cuts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Self
 
 from aiokafka import AIOKafkaProducer
@@ -14,12 +15,24 @@ from service.messaging.kafka_config import client_options
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from aiokafka.structs import RecordMetadata
+
     from service.settings import Settings
 
 CHUNK_OVERHEAD_BYTES: Final = 16_384
 """Room left in a message for key, headers and record framing when chunking."""
 
 Delivery = asyncio.Future[object]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One Kafka message as it is sent (a chunk of a large value is one message)."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+    headers: chunks.Headers = field(default_factory=list)
 
 
 class Publisher:
@@ -38,6 +51,11 @@ class Publisher:
             max_request_size=int(settings.max_message_bytes),
         )
 
+    @property
+    def timeout_s(self) -> float:
+        """The Kafka deadline this publisher works with."""
+        return self._timeout_s
+
     async def __aenter__(self) -> Self:
         try:
             await asyncio.wait_for(self._producer.start(), self._timeout_s)
@@ -54,7 +72,7 @@ class Publisher:
     ) -> None:
         await asyncio.wait_for(self._producer.stop(), self._timeout_s)
 
-    async def send(
+    def messages(
         self,
         topic: str,
         key: str | bytes | None,
@@ -62,27 +80,30 @@ class Publisher:
         headers: chunks.Headers | None = None,
         *,
         chunk_id: str | None = None,
-    ) -> list[Delivery]:
-        """Queue one message (or its chunks); the returned futures resolve on acknowledgement.
-
-        Messages sent one after another with the same key keep their order.
-        """
+    ) -> list[Message]:
+        """The message (or, with `chunk_id`, the chunks) that carry `value`, in order."""
         raw_key = key.encode() if isinstance(key, str) else key
         parts = (
             chunks.split(value, chunk_id=chunk_id, max_bytes=self._chunk_bytes)
             if chunk_id is not None
             else [(value, [])]
         )
-        deliveries = []
-        for part, chunk_headers in parts:
-            delivery = await asyncio.wait_for(
-                self._producer.send(
-                    topic, part, key=raw_key, headers=[*(headers or []), *chunk_headers]
-                ),
-                self._timeout_s,
-            )
-            deliveries.append(delivery)
-        return deliveries
+        return [
+            Message(topic, raw_key, part, [*(headers or []), *chunk_headers])
+            for part, chunk_headers in parts
+        ]
+
+    async def send(self, message: Message) -> Delivery:
+        """Queue one message; the returned future resolves on acknowledgement.
+
+        Messages sent one after another with the same key keep their order.
+        """
+        return await asyncio.wait_for(
+            self._producer.send(
+                message.topic, message.value, key=message.key, headers=message.headers
+            ),
+            self._timeout_s,
+        )
 
     async def send_and_wait(
         self,
@@ -90,10 +111,7 @@ class Publisher:
         key: str | bytes | None,
         value: bytes,
         headers: chunks.Headers | None = None,
-    ) -> None:
-        await self.wait(await self.send(topic, key, value, headers))
-
-    async def wait(self, deliveries: list[Delivery]) -> None:
-        """Wait until every delivery is acknowledged, within the Kafka deadline."""
-        if deliveries:
-            await asyncio.wait_for(asyncio.gather(*deliveries), self._timeout_s)
+    ) -> RecordMetadata:
+        """Send one message and wait for its acknowledgement; returns where it was written."""
+        delivery = await self.send(*self.messages(topic, key, value, headers))
+        return await asyncio.wait_for(delivery, self._timeout_s)

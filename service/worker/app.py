@@ -10,20 +10,21 @@ import uuid
 from typing import TYPE_CHECKING, Final
 
 import structlog
-from aiokafka.errors import KafkaError
 
 from service.backpressure import Governor, MemorySampler
 from service.backpressure.gate import MemoryGate
-from service.contracts import EventType
+from service.contracts import ErrorCode, EventType, RecordSource
 from service.crawling.browser import BrowserPool
 from service.crawling.egress_proxy import EgressProxy
 from service.crawling.robots import HttpRobotsSource, RobotsCache
 from service.crawling.url_policy import UrlPolicy
-from service.errors import RejectedMessageError, RetryableError
+from service.errors import RejectedMessageError
 from service.health import HealthServer
 from service.logs import get_logger
 from service.messaging.consumer import RequestConsumer
 from service.messaging.dead_letter import send_dead_letter
+from service.messaging.failures import PublishError, root_cause
+from service.messaging.offsets import Verdict
 from service.messaging.publisher import Publisher
 from service.messaging.topics import ensure_topics
 from service.worker.deps import WorkerDeps
@@ -36,13 +37,14 @@ from service.worker.scheduler import PageScheduler
 if TYPE_CHECKING:
     from aiokafka import ConsumerRecord
 
+    from service.messaging.offsets import Delivery
     from service.metrics import Metrics
     from service.settings import Settings
 
 log = get_logger(__name__)
 
-RETRY_BACKOFF_S: Final = (1.0, 2.0, 5.0, 10.0, 20.0)
-"""Waits before running a request again after broker trouble; the last one repeats."""
+URLS_EWMA_WEIGHT: Final = 0.2
+"""Weight of the newest request in the running mean of URLs per request (fetch sizing)."""
 
 
 class Worker:
@@ -55,6 +57,7 @@ class Worker:
         self._deps: WorkerDeps | None = None
         self._stop_requested = asyncio.Event()
         self._arrivals = itertools.count()
+        self._urls_per_request = 1.0
 
     def stop(self) -> None:
         self._stop_requested.set()
@@ -92,7 +95,11 @@ class Worker:
                 hosts=KeyedSemaphore.from_settings(settings),
             )
             self._consumer = RequestConsumer(
-                settings, self._handle, self._metrics, should_pause=gate.should_pause
+                settings,
+                self._handle,
+                self._metrics,
+                should_pause=gate.should_pause,
+                intake_room=lambda: self._intake_room(scheduler),
             )
             await stack.enter_async_context(
                 HealthServer(self._metrics, settings.metrics_port, self._readiness)
@@ -133,6 +140,11 @@ class Worker:
         )
         return gate
 
+    def _intake_room(self, scheduler: PageScheduler) -> int:
+        """Request records the local page backlog has room for, at the typical request size."""
+        room = self._settings.max_queued_pages - scheduler.backlog
+        return max(room, 0) // max(round(self._urls_per_request), 1)
+
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -145,38 +157,74 @@ class Worker:
             "browser": deps is not None and deps.pool.is_ready(),
         }
 
-    async def _handle(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        """Process one record to its end; broker trouble runs it again after a backoff."""
-        priority = next(self._arrivals)
-        for attempt in itertools.count():
-            try:
-                await self._process(record, priority)
-            except (RetryableError, KafkaError, TimeoutError) as exc:
-                delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
-                log.warning("request.retrying", error=repr(exc), delay_s=delay)
-                await asyncio.sleep(delay)
-            else:
-                return
+    async def _handle(self, record: ConsumerRecord[bytes, bytes], delivery: Delivery) -> None:
+        """Take one record to its end: a finished run or a dead letter, whatever goes wrong.
 
-    async def _process(self, record: ConsumerRecord[bytes, bytes], priority: int) -> None:
+        This is the record's one error boundary. Broker trouble never reaches it (the run
+        re-sends what it rendered until the broker takes it); what does (a bug, a message that
+        can never be published) sends the record to the dead letters, so its offset finishes
+        and the partition goes on.
+        """
+        source = RecordSource(topic=record.topic, partition=record.partition, offset=record.offset)
+        try:
+            if delivery.verdict is Verdict.POISON:
+                await self._quarantine(record, source, delivery)
+            else:
+                await self._process(record, source, next(self._arrivals))
+        except Exception as exc:  # the record's error boundary
+            cause = root_cause(exc)
+            log.exception("request.crashed", error=repr(cause), exc_info=cause)
+            self._metrics.requests.labels("crashed").inc()
+            code = "publish_failed" if isinstance(cause, PublishError) else "internal"
+            error = RejectedMessageError(code, f"{type(cause).__name__}: {cause}", None)
+            await self._dead_letter(record, error)
+
+    async def _process(
+        self, record: ConsumerRecord[bytes, bytes], source: RecordSource, priority: int
+    ) -> None:
         try:
             request = parse_request(record.value, self._settings)
         except RejectedMessageError as exc:
-            await self._reject(record, exc)
+            await self._reject(record, source, exc)
             return
+        self._urls_per_request += URLS_EWMA_WEIGHT * (len(request.urls) - self._urls_per_request)
         with structlog.contextvars.bound_contextvars(request_id=request.request_id):
-            await RequestRun(self._require_deps(), request, priority=priority).execute()
+            await RequestRun(
+                self._require_deps(), request, source=source, priority=priority
+            ).execute()
+
+    async def _quarantine(
+        self, record: ConsumerRecord[bytes, bytes], source: RecordSource, delivery: Delivery
+    ) -> None:
+        """A record whose worker died under it too often: dead-letter it, fail every URL."""
+        message = (
+            f"delivered {delivery.count} times; each earlier delivery ended with its worker "
+            f"dying (CRAWL_MAX_DELIVERIES={self._settings.max_deliveries})"
+        )
+        try:
+            request = parse_request(record.value, self._settings)
+        except RejectedMessageError as exc:
+            await self._reject(
+                record, source, RejectedMessageError("poison", message, exc.request_id)
+            )
+            return
+        log.error("request.poison", deliveries=delivery.count, request_id=request.request_id)
+        await self._dead_letter(record, RejectedMessageError("poison", message, request.request_id))
+        run = RequestRun(self._require_deps(), request, source=source)
+        await run.fail_all(ErrorCode.POISON, message)
 
     async def _reject(
-        self, record: ConsumerRecord[bytes, bytes], exc: RejectedMessageError
+        self,
+        record: ConsumerRecord[bytes, bytes],
+        source: RecordSource,
+        exc: RejectedMessageError,
     ) -> None:
-        deps = self._require_deps()
         log.warning(
             "request.rejected", code=exc.code, message=exc.message, request_id=exc.request_id
         )
-        await send_dead_letter(deps.publisher, self._settings, record, exc)
-        self._metrics.dead_letters.labels(exc.code).inc()
+        await self._dead_letter(record, exc)
         if exc.request_id is not None:
+            deps = self._require_deps()
             outputs = RunOutputs(
                 deps.publisher,
                 self._settings,
@@ -184,9 +232,16 @@ class Worker:
                 run_id=uuid.uuid4().hex,
                 total=0,
                 request_metadata={},
+                source=source,
             )
             await outputs.event(EventType.REJECTED, detail=f"{exc.code}: {exc.message}")
             await outputs.acknowledged()
+
+    async def _dead_letter(
+        self, record: ConsumerRecord[bytes, bytes], exc: RejectedMessageError
+    ) -> None:
+        await send_dead_letter(self._require_deps().publisher, self._settings, record, exc)
+        self._metrics.dead_letters.labels(exc.code).inc()
 
     def _require_deps(self) -> WorkerDeps:
         if self._deps is None:

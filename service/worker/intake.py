@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from pydantic import ValidationError
+from pydantic_core import to_json
 
 from service.contracts import SCHEMA_VERSION, CrawlRequest
 from service.errors import RejectedMessageError
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 _REQUEST_ID: Final = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+TOO_DEEP: Final = "nested too deeply to parse"
 
 MAX_ERROR_MESSAGE: Final = 1000
 """Longest error message put in a dead letter's headers."""
@@ -36,6 +39,8 @@ def parse_request(value: bytes | None, settings: Settings) -> CrawlRequest:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RejectedMessageError("not_json", str(exc)) from None
+    except RecursionError:
+        raise RejectedMessageError("invalid_request", TOO_DEEP) from None
     if not isinstance(document, dict):
         raise RejectedMessageError("not_object", f"a JSON {type(document).__name__}, not an object")
     request_id = _readable_id(document)
@@ -47,12 +52,28 @@ def parse_request(value: bytes | None, settings: Settings) -> CrawlRequest:
             request_id,
         )
     try:
-        return CrawlRequest.model_validate(
+        request = CrawlRequest.model_validate(
             document,
             context={"max_urls": settings.max_urls_per_request, "lenient_schemes": True},
         )
     except ValidationError as exc:
         raise RejectedMessageError("invalid_request", _describe(exc), request_id) from None
+    except RecursionError:
+        raise RejectedMessageError("invalid_request", TOO_DEEP, request_id) from None
+    _check_metadata(request, settings)
+    return request
+
+
+def _check_metadata(request: CrawlRequest, settings: Settings) -> None:
+    """The metadata is echoed on every message: measured as it will be echoed, not as sent
+    (`1e5` is echoed as `100000.0`)."""
+    echoed = len(to_json(request.metadata))
+    if echoed > settings.max_metadata_bytes:
+        raise RejectedMessageError(
+            "invalid_request",
+            f"metadata: {echoed} bytes as echoed, more than {settings.max_metadata_bytes}",
+            request.request_id,
+        )
 
 
 def _readable_id(document: dict[str, object]) -> str | None:

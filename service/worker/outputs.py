@@ -1,18 +1,28 @@
-"""Writes one run's results and events in order, and remembers what awaits acknowledgement."""
+"""Writes one run's results and events in order, and keeps them until they are acknowledged."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
 from service.contracts import EventType, PageResult, ProgressEvent, dump, utc_now
+from service.messaging.outbox import Outbox
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pydantic import JsonValue
 
-    from service.messaging.publisher import Delivery, Publisher
+    from service.contracts import RecordSource
+    from service.messaging.publisher import Publisher
     from service.settings import Settings
 
 JSON_HEADERS: Final = [("content-type", b"application/json"), ("schema-version", b"1")]
+
+EVENT_ROOM_BYTES: Final = 16_384
+"""Room kept below the message limit for the key, headers and framing of an event."""
+
+MAX_DETAIL_CHARS: Final = 2000
+"""Longest `detail` an event carries (error messages can be long)."""
 
 
 class RunOutputs:
@@ -27,17 +37,19 @@ class RunOutputs:
         run_id: str,
         total: int,
         request_metadata: dict[str, JsonValue],
+        source: RecordSource,
+        on_resend: Callable[[int], None] | None = None,
     ) -> None:
-        self._publisher = publisher
         self._settings = settings
+        self._outbox = Outbox(publisher, on_resend=on_resend)
         self.request_id = request_id
         self.run_id = run_id
         self.total = total
         self._metadata = request_metadata
+        self.source = source
         self._seq = 0
         self.succeeded = 0
         self.failed = 0
-        self._deliveries: list[Delivery] = []
 
     async def event(
         self,
@@ -57,19 +69,20 @@ class RunOutputs:
             failed=self.failed,
             at=utc_now(),
             worker=self._settings.worker_name,
-            detail=detail,
+            detail=detail[:MAX_DETAIL_CHARS] if detail else detail,
             url=url,
             result_id=result_id,
             request_metadata=self._metadata,
+            source=self.source,
         )
         self._seq += 1
-        self._deliveries += await self._publisher.send(
-            self._settings.progress_topic, self.request_id, dump(event), JSON_HEADERS
+        await self._outbox.put(
+            self._settings.progress_topic, self.request_id, self._fit(event), JSON_HEADERS
         )
 
     async def result(self, result: PageResult) -> None:
         """Publish a page's result, then its page event with the running counts."""
-        self._deliveries += await self._publisher.send(
+        await self._outbox.put(
             self._settings.results_topic,
             self.request_id,
             dump(result),
@@ -85,6 +98,18 @@ class RunOutputs:
         await self.event(kind, url=result.url, result_id=result.result_id, detail=detail)
 
     async def acknowledged(self) -> None:
-        """Wait until the broker acknowledged everything published so far."""
-        deliveries, self._deliveries = self._deliveries, []
-        await self._publisher.wait(deliveries)
+        """Wait until the broker acknowledged everything published so far (re-sending what a
+        broker outage lost, never rendering it again)."""
+        await self._outbox.flush()
+
+    def _fit(self, event: ProgressEvent) -> bytes:
+        """The event's JSON; if it would not fit in one message, its echo of the request's
+        metadata is replaced by a marker saying so (the results still carry it)."""
+        value = dump(event)
+        limit = int(self._settings.max_message_bytes) - EVENT_ROOM_BYTES
+        if len(value) <= limit:
+            return value
+        marker: dict[str, JsonValue] = {
+            "crawlstream_omitted": f"request_metadata of {len(value)} bytes left out of events"
+        }
+        return dump(event.model_copy(update={"request_metadata": marker}))

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from service.backoff import backoff_s
 from service.contracts import ErrorCode
 
 if TYPE_CHECKING:
@@ -29,9 +30,6 @@ RETRY_STATUSES: Final = frozenset({429, 503})
 MIN_ATTEMPT_S: Final = 1.0
 """Least time that must be left in a page's deadline, after the wait, to try it again."""
 
-MAX_EXPONENT: Final = 62
-"""Backoff doubles at most this many times (a bound far past any sane cap, against overflow)."""
-
 
 def retry_reason(content: PageContent) -> str | None:
     """The metric label of a transient failure, or None when trying again would not help."""
@@ -43,14 +41,6 @@ def retry_reason(content: PageContent) -> str | None:
     if error.code == ErrorCode.HTTP_ERROR and content.status_code in RETRY_STATUSES:
         return f"http_{content.status_code}"
     return None
-
-
-def backoff_s(
-    attempt: int, *, base_s: float, max_s: float, rand: Callable[[], float] = random.random
-) -> float:
-    """Full jitter: uniform in [0, min(max_s, base_s * 2**attempt)]; `attempt` counts from 0."""
-    ceiling = min(max_s, base_s * 2.0 ** min(attempt, MAX_EXPONENT))
-    return ceiling * rand()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

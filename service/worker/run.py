@@ -8,20 +8,20 @@ import uuid
 from typing import TYPE_CHECKING, Final
 
 import structlog
-from aiokafka.errors import KafkaError
 
 from service.contracts import ErrorCode, EventType, PageResult, result_id_for, utc_now
 from service.crawling.fetch import PageContent, failed, fetch_page
 from service.crawling.robots import USER_AGENT
 from service.crawling.url_policy import BlockedUrlError, UnresolvableHostError
-from service.errors import BrowserUnavailableError, RetryableError
+from service.errors import BrowserUnavailableError
 from service.logs import get_logger
+from service.messaging.failures import root_cause
 from service.worker.hosts import host_key
 from service.worker.outputs import RunOutputs
 from service.worker.retry import PageDeadline, RetryPolicy, retry_reason
 
 if TYPE_CHECKING:
-    from service.contracts import CrawlRequest
+    from service.contracts import CrawlRequest, RecordSource
     from service.crawling.browser import RequestContext
     from service.worker.deps import WorkerDeps
 
@@ -34,7 +34,14 @@ BROWSER_ATTEMPTS: Final = 3
 class RequestRun:
     """Crawls the URLs of one request through the shared page slots, publishing as it goes."""
 
-    def __init__(self, deps: WorkerDeps, request: CrawlRequest, *, priority: int = 0) -> None:
+    def __init__(
+        self,
+        deps: WorkerDeps,
+        request: CrawlRequest,
+        *,
+        source: RecordSource,
+        priority: int = 0,
+    ) -> None:
         self._deps = deps
         self._request = request
         self._priority = priority
@@ -47,6 +54,8 @@ class RequestRun:
             run_id=self.run_id,
             total=len(request.urls),
             request_metadata=request.metadata,
+            source=source,
+            on_resend=deps.metrics.publish_retries.inc,
         )
         self._context: RequestContext | None = None
         self._context_lock = asyncio.Lock()
@@ -70,11 +79,11 @@ class RequestRun:
         try:
             await self._crawl_all()
         except Exception as exc:  # loop boundary: the request fails, the worker goes on
-            if _is_retryable(exc):
-                raise
-            log.exception("request.failed")
-            await self._fail_remaining(exc)
-            await self._finish(EventType.FAILED, f"{type(exc).__name__}: {exc}")
+            cause = root_cause(exc)
+            log.exception("request.failed", error=repr(cause), exc_info=cause)
+            message = f"{type(cause).__name__}: {cause}"
+            await self._fail_remaining(ErrorCode.INTERNAL, message)
+            await self._finish(EventType.FAILED, message)
             return
         finally:
             await self._close_context()
@@ -112,11 +121,17 @@ class RequestRun:
             failed=self._outputs.failed,
         )
 
-    async def _fail_remaining(self, exc: Exception) -> None:
+    async def fail_all(self, code: ErrorCode, message: str) -> None:
+        """Crawl nothing: every URL gets a failed result with `code`, then `failed`."""
+        with structlog.contextvars.bound_contextvars(run_id=self.run_id):
+            await self._outputs.event(EventType.ACCEPTED)
+            await self._fail_remaining(code, message)
+            await self._finish(EventType.FAILED, f"{code.value}: {message}")
+
+    async def _fail_remaining(self, code: ErrorCode, message: str) -> None:
         for url in self._request.urls:
             if url not in self._published:
-                content = failed(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-                await self._publish(self._result(url, content, time.monotonic()))
+                await self._publish(self._result(url, failed(code, message), time.monotonic()))
 
     async def _page(self, url: str) -> PageResult:
         structlog.contextvars.bind_contextvars(url=url)  # this page's own task context
@@ -228,11 +243,5 @@ class RequestRun:
             fetched_at=utc_now(),
             worker=self._deps.settings.worker_name,
             request_metadata=request.metadata,
+            source=self._outputs.source,
         )
-
-
-def _is_retryable(exc: BaseException) -> bool:
-    """Broker trouble is not the request's fault: the whole request is run again."""
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_is_retryable(inner) for inner in exc.exceptions)
-    return isinstance(exc, RetryableError | KafkaError | TimeoutError)

@@ -10,7 +10,8 @@ import pytest
 from service.contracts import ErrorCode
 from service.crawling.fetch import PageContent, failed, parse_retry_after
 from service.settings import Settings
-from service.worker.retry import MIN_ATTEMPT_S, PageDeadline, RetryPolicy, backoff_s, retry_reason
+from service.backoff import backoff_s
+from service.worker.retry import MIN_ATTEMPT_S, PageDeadline, RetryPolicy, retry_reason
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 
