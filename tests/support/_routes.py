@@ -86,7 +86,10 @@ async def status(request: web.Request) -> web.Response:
 
 
 async def slow(request: web.Request) -> web.Response:
-    """Cancelled quietly by aiohttp when the client hangs up (handler_cancellation)."""
+    """Cancelled quietly by aiohttp when the client hangs up (handler_cancellation).
+
+    `/slow/{key}` is the same page, counted apart under its own path in the site's hits.
+    """
     delay_ms = query_int(request, "ms", SLOW_DEFAULT_MS, 0, SLOW_MAX_MS)
     await asyncio.sleep(delay_ms / 1000)
     return html(_pages.simple_page("Slow page", f"<p>Answered after {delay_ms} ms.</p>"))
@@ -139,6 +142,7 @@ ROUTES = (
     web.get(r"/redirect/chain/{k:\d+}", redirect_chain),
     web.get(r"/status/{code:\d+}", status),
     web.get("/slow", slow),
+    web.get("/slow/{key}", slow),
     web.get("/large", large),
     web.get("/flaky/{key}", flaky),
     web.get("/reset", reset),

@@ -123,7 +123,7 @@ def test_metadata_round_trips_and_ignores_foreign_text():
 def test_metadata_stays_within_the_brokers_limit():
     """Even with the largest run-ahead, the metadata fits `offset.metadata.max.bytes`."""
     done = set(range(1, 4097, 2))
-    deliveries = {offset: 2 for offset in range(0, 4097, 64)}
+    deliveries = dict.fromkeys(range(0, 4097, 64), 2)
     text = encode_metadata(0, done, deliveries)
     assert len(text) <= MAX_METADATA_CHARS
     assert decode_metadata(text, 0) == (done, deliveries)

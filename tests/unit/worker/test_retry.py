@@ -7,10 +7,10 @@ from email.utils import format_datetime
 
 import pytest
 
+from service.backoff import backoff_s
 from service.contracts import ErrorCode
 from service.crawling.fetch import PageContent, failed, parse_retry_after
 from service.settings import Settings
-from service.backoff import backoff_s
 from service.worker.retry import MIN_ATTEMPT_S, PageDeadline, RetryPolicy, retry_reason
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
