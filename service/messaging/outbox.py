@@ -43,11 +43,16 @@ class Outbox:
     """Sends messages in order and makes sure each one is acknowledged, re-sending if needed."""
 
     def __init__(
-        self, publisher: Publisher, *, on_resend: Callable[[int], None] | None = None
+        self,
+        publisher: Publisher,
+        *,
+        on_resend: Callable[[int], None] | None = None,
+        retry_base_s: float = RETRY_BASE_S,
     ) -> None:
         self._publisher = publisher
         self._entries: list[_Entry] = []
         self._on_resend = on_resend
+        self._retry_base_s = retry_base_s
 
     async def put(
         self,
@@ -92,7 +97,7 @@ class Outbox:
         return True
 
     async def _resend(self, failed: list[_Entry], attempt: int) -> None:
-        wait_s = backoff_s(attempt, base_s=RETRY_BASE_S, max_s=RETRY_MAX_S)
+        wait_s = backoff_s(attempt, base_s=self._retry_base_s, max_s=RETRY_MAX_S)
         log.warning("publish.retrying", messages=len(failed), attempt=attempt + 1, wait_s=wait_s)
         await asyncio.sleep(wait_s)
         if self._on_resend is not None:
