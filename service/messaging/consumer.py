@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from aiokafka.errors import CommitFailedError, KafkaError
 
 from service.logs import get_logger
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from service.metrics import Metrics
     from service.settings import Settings
 
-    Handler = Callable[[ConsumerRecord[bytes, bytes], Delivery], Awaitable[None]]
+    Handler = Callable[[ConsumerRecord[bytes, bytes], Delivery, asyncio.Event], Awaitable[None]]
 
 log = get_logger(__name__)
 
@@ -53,6 +55,11 @@ LAG_INTERVAL_S: Final = 5.0
 """How often consumer lag is refreshed for the metrics."""
 
 
+ASSIGNORS: Final = (StickyPartitionAssignor, RoundRobinPartitionAssignor)
+"""Sticky first: a rebalance moves as few partitions as it can, and work of partitions that
+stay goes on. Round robin (aiokafka's default) lets the group form during a rolling upgrade."""
+
+
 class RequestConsumer:
     """Feeds request records to `handler`, commits what is done, and applies backpressure."""
 
@@ -71,6 +78,8 @@ class RequestConsumer:
         self._intake_room = intake_room
         self._tracker = OffsetTracker(settings.max_deliveries)
         self._tasks: dict[TopicPartition, set[asyncio.Task[None]]] = {}
+        self._owned: dict[TopicPartition, asyncio.Event] = {}
+        """Set while this worker owns the partition: runs publish only then."""
         self._stopping = asyncio.Event()
         self._drain_deadline: float | None = None
         self._paused_all = False
@@ -86,6 +95,7 @@ class RequestConsumer:
             session_timeout_ms=30_000,
             heartbeat_interval_ms=3_000,
             max_poll_interval_ms=300_000,
+            partition_assignment_strategy=ASSIGNORS,
         )
 
     @property
@@ -165,7 +175,7 @@ class RequestConsumer:
             with structlog.contextvars.bound_contextvars(
                 partition=tp.partition, offset=record.offset, delivery=delivery.count
             ):
-                await self._handler(record, delivery)
+                await self._handler(record, delivery, self._ownership(tp))
         except Exception:  # last resort: the handler ends every record itself, even on error
             log.exception("request.dropped", partition=tp.partition, offset=record.offset)
             self._metrics.requests.labels("dropped").inc()
@@ -176,6 +186,13 @@ class RequestConsumer:
             self._tasks.get(tp, set()).discard(task)
             self._metrics.requests_in_flight.set(self.in_flight)
             self._metrics.requests_pending.set(self.in_flight)
+
+    def _ownership(self, tp: TopicPartition) -> asyncio.Event:
+        owned = self._owned.get(tp)
+        if owned is None:
+            owned = self._owned[tp] = asyncio.Event()
+            owned.set()
+        return owned
 
     def _apply_backpressure(self) -> None:
         assigned = self._consumer.assignment()
@@ -270,22 +287,48 @@ class RequestConsumer:
             log.info("consumer.handed_back", requests=len(tasks))
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
-        """Finish and commit what can be finished in time; hand back the rest uncommitted."""
+        """Finish and commit what can be finished in time; hold the rest until the new
+        assignment says whether its partition stays here (it goes on) or moves (dropped).
+
+        Held runs go on rendering but publish nothing until then, so a run whose partition
+        moves stops without a terminal event and the new owner's run is the only one.
+        """
         loop = asyncio.get_running_loop()
         deadline = self._drain_deadline or loop.time() + REVOKE_GRACE_S
         await self._settle(revoked, deadline)
-        await self._cancel(list(revoked))
-        self._tracker.forget(revoked)
+        for tp in revoked:
+            self._ownership(tp).clear()
         self._forget_lag(revoked)
         log.info("consumer.revoked", partitions=sorted(tp.partition for tp in revoked))
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
-        """Start each partition from its committed position and the metadata stored with it
-        (done offsets above it are skipped, delivery counts go on)."""
+        """Partitions that came back unchanged (nobody committed them since we did) go on
+        where they were; the others start from their committed position and metadata (done
+        offsets above it are skipped, delivery counts go on). Held work of partitions that
+        moved away is dropped uncommitted."""
         self._metrics.rebalances.inc()
-        for tp, (position, metadata) in (await self._committed(assigned)).items():
-            self._tracker.restore(tp, position, metadata)
-        log.info("consumer.assigned", partitions=sorted(tp.partition for tp in assigned))
+        committed = await self._committed(assigned)
+        kept = {
+            tp
+            for tp in assigned
+            if self._tracker.next_offset(tp) is not None
+            and committed[tp][0] == self._tracker.committed_position(tp)
+        }
+        await self._cancel([tp for tp in self._tasks if tp not in kept])
+        self._tracker.forget(self._tracker.partitions() - kept)
+        for tp in kept:
+            self._consumer.seek(tp, self._tracker.next_offset(tp))
+        for tp in assigned - kept:
+            self._tracker.restore(tp, *committed[tp])
+        for tp in set(self._owned) - assigned:
+            del self._owned[tp]
+        for tp in assigned:
+            self._ownership(tp).set()
+        log.info(
+            "consumer.assigned",
+            partitions=sorted(tp.partition for tp in assigned),
+            kept=sorted(tp.partition for tp in kept),
+        )
         if self._stopping.is_set():
             self._consumer.pause(*assigned)
 

@@ -15,6 +15,8 @@ from service.contracts import utc_now
 from service.messaging.outbox import Outbox
 
 if TYPE_CHECKING:
+    import asyncio
+
     from aiokafka import ConsumerRecord
 
     from service.errors import RejectedMessageError
@@ -61,6 +63,7 @@ async def send_dead_letter(
     settings: Settings,
     record: ConsumerRecord[bytes, bytes],
     error: RejectedMessageError,
+    owned: asyncio.Event | None = None,
 ) -> None:
     """Publish the original key, value and headers (cut to fit) plus why; wait for the ack."""
     key, value, headers, cuts = _fitted(record, int(settings.max_message_bytes) - ROOM_BYTES)
@@ -74,7 +77,7 @@ async def send_dead_letter(
         (FAILED_AT, utc_now().isoformat()),
         *cuts,
     ]
-    outbox = Outbox(publisher)
+    outbox = Outbox(publisher, owned=owned)
     await outbox.put(
         settings.dead_letter_topic,
         key,

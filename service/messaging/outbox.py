@@ -40,7 +40,11 @@ class _Entry:
 
 
 class Outbox:
-    """Sends messages in order and makes sure each one is acknowledged, re-sending if needed."""
+    """Sends messages in order and makes sure each one is acknowledged, re-sending if needed.
+
+    `owned` is set while the worker owns the partition of the record being answered: while
+    a rebalance decides where it goes, nothing is sent.
+    """
 
     def __init__(
         self,
@@ -48,8 +52,10 @@ class Outbox:
         *,
         on_resend: Callable[[int], None] | None = None,
         retry_base_s: float = RETRY_BASE_S,
+        owned: asyncio.Event | None = None,
     ) -> None:
         self._publisher = publisher
+        self._owned = owned
         self._entries: list[_Entry] = []
         self._on_resend = on_resend
         self._retry_base_s = retry_base_s
@@ -106,7 +112,10 @@ class Outbox:
             await self._send(entry)
 
     async def _send(self, entry: _Entry) -> None:
+        """Hand one message to the producer, once this worker owns the record's partition."""
         entry.delivery = None
+        if self._owned is not None:
+            await self._owned.wait()
         try:
             entry.delivery = await self._publisher.send(entry.message)
         except Exception as exc:  # noqa: BLE001  # classified: retriable ones are re-sent

@@ -84,6 +84,9 @@ class Worker:
             gate = await self._memory_gate(stack)
             scheduler = PageScheduler(gate)
             gate.attach(scheduler, pool)
+            self._metrics.pages_pending.set_function(
+                lambda: scheduler.backlog + scheduler.in_flight
+            )
             self._deps = WorkerDeps(
                 settings=settings,
                 publisher=publisher,
@@ -157,7 +160,9 @@ class Worker:
             "browser": deps is not None and deps.pool.is_ready(),
         }
 
-    async def _handle(self, record: ConsumerRecord[bytes, bytes], delivery: Delivery) -> None:
+    async def _handle(
+        self, record: ConsumerRecord[bytes, bytes], delivery: Delivery, owned: asyncio.Event
+    ) -> None:
         """Take one record to its end: a finished run or a dead letter, whatever goes wrong.
 
         This is the record's one error boundary. Broker trouble never reaches it (the run
@@ -168,33 +173,41 @@ class Worker:
         source = RecordSource(topic=record.topic, partition=record.partition, offset=record.offset)
         try:
             if delivery.verdict is Verdict.POISON:
-                await self._quarantine(record, source, delivery)
+                await self._quarantine(record, source, delivery, owned)
             else:
-                await self._process(record, source, next(self._arrivals))
+                await self._process(record, source, next(self._arrivals), owned)
         except Exception as exc:  # the record's error boundary
             cause = root_cause(exc)
             log.exception("request.crashed", error=repr(cause), exc_info=cause)
             self._metrics.requests.labels("crashed").inc()
             code = "publish_failed" if isinstance(cause, PublishError) else "internal"
             error = RejectedMessageError(code, f"{type(cause).__name__}: {cause}", None)
-            await self._dead_letter(record, error)
+            await self._dead_letter(record, error, owned)
 
     async def _process(
-        self, record: ConsumerRecord[bytes, bytes], source: RecordSource, priority: int
+        self,
+        record: ConsumerRecord[bytes, bytes],
+        source: RecordSource,
+        priority: int,
+        owned: asyncio.Event,
     ) -> None:
         try:
             request = parse_request(record.value, self._settings)
         except RejectedMessageError as exc:
-            await self._reject(record, source, exc)
+            await self._reject(record, source, exc, owned)
             return
         self._urls_per_request += URLS_EWMA_WEIGHT * (len(request.urls) - self._urls_per_request)
         with structlog.contextvars.bound_contextvars(request_id=request.request_id):
             await RequestRun(
-                self._require_deps(), request, source=source, priority=priority
+                self._require_deps(), request, source=source, priority=priority, owned=owned
             ).execute()
 
     async def _quarantine(
-        self, record: ConsumerRecord[bytes, bytes], source: RecordSource, delivery: Delivery
+        self,
+        record: ConsumerRecord[bytes, bytes],
+        source: RecordSource,
+        delivery: Delivery,
+        owned: asyncio.Event,
     ) -> None:
         """A record whose worker died under it too often: dead-letter it, fail every URL."""
         message = (
@@ -204,13 +217,13 @@ class Worker:
         try:
             request = parse_request(record.value, self._settings)
         except RejectedMessageError as exc:
-            await self._reject(
-                record, source, RejectedMessageError("poison", message, exc.request_id)
-            )
+            poison = RejectedMessageError("poison", message, exc.request_id)
+            await self._reject(record, source, poison, owned)
             return
         log.error("request.poison", deliveries=delivery.count, request_id=request.request_id)
-        await self._dead_letter(record, RejectedMessageError("poison", message, request.request_id))
-        run = RequestRun(self._require_deps(), request, source=source)
+        poison = RejectedMessageError("poison", message, request.request_id)
+        await self._dead_letter(record, poison, owned)
+        run = RequestRun(self._require_deps(), request, source=source, owned=owned)
         await run.fail_all(ErrorCode.POISON, message)
 
     async def _reject(
@@ -218,11 +231,12 @@ class Worker:
         record: ConsumerRecord[bytes, bytes],
         source: RecordSource,
         exc: RejectedMessageError,
+        owned: asyncio.Event,
     ) -> None:
         log.warning(
             "request.rejected", code=exc.code, message=exc.message, request_id=exc.request_id
         )
-        await self._dead_letter(record, exc)
+        await self._dead_letter(record, exc, owned)
         if exc.request_id is not None:
             deps = self._require_deps()
             outputs = RunOutputs(
@@ -233,14 +247,16 @@ class Worker:
                 total=0,
                 request_metadata={},
                 source=source,
+                owned=owned,
             )
             await outputs.event(EventType.REJECTED, detail=f"{exc.code}: {exc.message}")
             await outputs.acknowledged()
 
     async def _dead_letter(
-        self, record: ConsumerRecord[bytes, bytes], exc: RejectedMessageError
+        self, record: ConsumerRecord[bytes, bytes], exc: RejectedMessageError, owned: asyncio.Event
     ) -> None:
-        await send_dead_letter(self._require_deps().publisher, self._settings, record, exc)
+        publisher = self._require_deps().publisher
+        await send_dead_letter(publisher, self._settings, record, exc, owned)
         self._metrics.dead_letters.labels(exc.code).inc()
 
     def _require_deps(self) -> WorkerDeps:

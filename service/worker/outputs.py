@@ -8,6 +8,7 @@ from service.contracts import EventType, PageResult, ProgressEvent, dump, utc_no
 from service.messaging.outbox import Outbox
 
 if TYPE_CHECKING:
+    import asyncio
     from collections.abc import Callable
 
     from pydantic import JsonValue
@@ -39,9 +40,10 @@ class RunOutputs:
         request_metadata: dict[str, JsonValue],
         source: RecordSource,
         on_resend: Callable[[int], None] | None = None,
+        owned: asyncio.Event | None = None,
     ) -> None:
         self._settings = settings
-        self._outbox = Outbox(publisher, on_resend=on_resend)
+        self._outbox = Outbox(publisher, on_resend=on_resend, owned=owned)
         self.request_id = request_id
         self.run_id = run_id
         self.total = total

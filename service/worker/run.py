@@ -41,6 +41,7 @@ class RequestRun:
         *,
         source: RecordSource,
         priority: int = 0,
+        owned: asyncio.Event | None = None,
     ) -> None:
         self._deps = deps
         self._request = request
@@ -56,6 +57,7 @@ class RequestRun:
             request_metadata=request.metadata,
             source=source,
             on_resend=deps.metrics.publish_retries.inc,
+            owned=owned,
         )
         self._context: RequestContext | None = None
         self._context_lock = asyncio.Lock()

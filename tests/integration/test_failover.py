@@ -1,0 +1,198 @@
+"""Failover that redoes little: done work is skipped, deaths are counted, drains are kept."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import aiohttp
+import pytest
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from harness import read_topic
+
+from service.contracts import CrawlRequest, ErrorCode, EventType, dump
+from service.messaging.offsets import decode_metadata
+
+pytestmark = pytest.mark.integration
+
+STATIC = {"CRAWL_STATIC_MEMBERSHIP": "true"}
+"""A restarted static member takes its partitions back at once (no session-timeout wait)."""
+
+
+async def _produce(bootstrap: str, topic: str, requests: dict[str, list[str]], partition: int):
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for rid, urls in requests.items():
+            value = dump(CrawlRequest(request_id=rid, urls=urls))
+            await producer.send_and_wait(topic, value, key=rid.encode(), partition=partition)
+    finally:
+        await producer.stop()
+
+
+def _runs(collector, request_id: str) -> list[str]:
+    """Run ids in the order their `accepted` events arrived."""
+    return [e.run_id for e in collector.seen.events_of(request_id) if e.type == EventType.ACCEPTED]
+
+
+async def _group_offsets(bootstrap: str, group: str) -> dict[TopicPartition, tuple[int, str]]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        found = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    return {tp: (meta.offset, meta.metadata or "") for tp, meta in found.items()}
+
+
+async def test_a_request_that_kills_its_worker_is_quarantined_as_poison(
+    topics, collector, site, start_worker
+):
+    """Killed while the request is in flight, CRAWL_MAX_DELIVERIES (3) times: the next
+    delivery is not run; the record goes to the dead letters as `poison`, its URL gets a
+    failed result with code `poison`, and the run ends `failed`."""
+    requests = {"poison-1": [site.url("/slow/poison-1?ms=600000")]}
+    await _produce(topics.bootstrap, topics.requests, requests, partition=0)
+    for death in range(3):
+        worker = await start_worker(f"poison-{death}", CRAWL_WORKER_NAME="pw", **STATIC)
+        await collector.wait_until(
+            lambda _, n=death: site.hits["/slow/poison-1"] > n, deadline_s=120
+        )  # the page is loading: the request is in flight
+        await worker.kill()
+    survivor = await start_worker("poison-last", CRAWL_WORKER_NAME="pw", **STATIC)
+    await collector.wait_until(lambda seen: seen.terminal("poison-1"), deadline_s=120)
+
+    [terminal] = collector.seen.terminal("poison-1")
+    assert terminal.type == EventType.FAILED
+    assert (terminal.total, terminal.failed, terminal.succeeded) == (1, 1, 0)
+    [result] = [r for r in collector.seen.results_of("poison-1") if r.run_id == terminal.run_id]
+    assert result.error is not None
+    assert result.error.code == ErrorCode.POISON
+    [letter] = await read_topic(topics.bootstrap, topics.dead_letter, 1, 60)
+    headers = {name: raw.decode() for name, raw in letter.headers}
+    assert headers["crawlstream-error-code"] == "poison"
+    assert letter.key == b"poison-1"
+    assert len(_runs(collector, "poison-1")) == 4
+    assert site.hits["/slow/poison-1"] == 3
+    assert "request.poison" in [entry["event"] for entry in survivor.events()]
+
+
+async def test_requests_completed_behind_an_unfinished_one_are_not_run_again(
+    topics, collector, site, start_worker
+):
+    """One slow request holds the committed offset; five behind it complete; the worker is
+    killed. The next owner runs the slow one again but skips the five."""
+    slow = {"held": [site.url("/slow/held?ms=25000")]}
+    quick = {f"behind-{i}": [site.url(f"/page/{700 + i}")] for i in range(5)}
+    worker = await start_worker("first", CRAWL_WORKER_NAME="fo", **STATIC)
+    await _produce(topics.bootstrap, topics.requests, slow | quick, partition=0)
+    await collector.wait_until(lambda seen: all(seen.terminal(r) for r in quick), deadline_s=120)
+
+    group = topics.env()["CRAWL_GROUP_ID"]
+    tp = TopicPartition(topics.requests, 0)
+
+    async def behind_are_recorded_done() -> bool:
+        position, metadata = (await _group_offsets(topics.bootstrap, group)).get(tp, (0, ""))
+        done, _ = decode_metadata(metadata, position)
+        return position == 0 and done == {1, 2, 3, 4, 5}
+
+    async with asyncio.timeout(30):
+        while not await behind_are_recorded_done():
+            await asyncio.sleep(0.3)
+    await worker.kill()
+    second = await start_worker("second", CRAWL_WORKER_NAME="fo", **STATIC)
+    await collector.wait_until(lambda seen: seen.terminal("held"), deadline_s=120)
+
+    assert len(_runs(collector, "held")) == 2
+    for rid in quick:
+        assert len(_runs(collector, rid)) == 1, rid
+    skipped = [e for e in second.events() if e.get("event") == "request.skipped"]
+    assert sorted(e["offset"] for e in skipped) == [1, 2, 3, 4, 5]
+
+
+async def test_a_draining_worker_keeps_its_requests_when_another_joins(
+    topics, collector, site, start_worker
+):
+    """SIGTERM, then a new worker joins while the first drains: the rebalance does not cut
+    the drain short at 5 s; the draining worker finishes its requests (one run each) within
+    its CRAWL_SHUTDOWN_GRACE and exits 0."""
+    first = await start_worker("drainer")
+    requests = {f"drain-{i}": [site.url(f"/slow/drain-{i}?ms=15000")] for i in range(4)}
+    await _produce(topics.bootstrap, topics.requests, requests, partition=0)
+    await collector.wait_until(
+        lambda _: all(_runs(collector, rid) for rid in requests), deadline_s=120
+    )
+    assert first.process is not None
+    first.process.send_signal(15)
+    await start_worker("joiner")
+    await collector.wait_until(
+        lambda seen: all(seen.terminal(rid) for rid in requests), deadline_s=180
+    )
+    assert await asyncio.wait_for(first.process.wait(), 60) == 0
+    for rid in requests:
+        assert len(_runs(collector, rid)) == 1, [
+            (e.type, e.worker, e.run_id[:6], e.source) for e in collector.seen.events_of(rid)
+        ]
+        [terminal] = collector.seen.terminal(rid)
+        assert (terminal.type, terminal.worker) == (EventType.COMPLETED, "drainer"), rid
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def _metrics(port: int) -> dict[str, float]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(
+            f"http://127.0.0.1:{port}/metrics", timeout=aiohttp.ClientTimeout(total=5)
+        ) as response,
+    ):
+        text = await response.text()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def _lag_partitions(samples: dict[str, float]) -> set[str]:
+    return {name for name in samples if name.startswith("crawl_consumer_lag{")}
+
+
+async def test_lag_counts_unfinished_requests_and_follows_ownership(
+    topics, collector, site, start_worker
+):
+    """crawl_consumer_lag is end offset minus committed offset: six requests fetched but
+    unfinished count as 6 (they counted 0 before); pending pages and requests show the work;
+    after a second worker joins, each partition is exported by its owner only."""
+    ports = _free_port(), _free_port()
+    await start_worker("lag-1", CRAWL_METRICS_PORT=str(ports[0]))
+    requests = {f"lag-{i}": [site.url(f"/slow/lag-{i}?ms=25000")] for i in range(6)}
+    await _produce(topics.bootstrap, topics.requests, requests, partition=0)
+    await collector.wait_until(
+        lambda _: all(_runs(collector, rid) for rid in requests), deadline_s=120
+    )
+
+    async with asyncio.timeout(30):
+        while (await _metrics(ports[0])).get('crawl_consumer_lag{partition="0"}') != 6:
+            await asyncio.sleep(0.5)
+    samples = await _metrics(ports[0])
+    assert samples["crawl_requests_pending"] == 6
+    assert samples["crawl_pages_pending"] == 6
+    assert samples["crawl_last_poll_timestamp_seconds"] > 0
+
+    await start_worker("lag-2", CRAWL_METRICS_PORT=str(ports[1]))
+    everything = {f'crawl_consumer_lag{{partition="{p}"}}' for p in range(4)}
+
+    async def owners_split() -> bool:
+        first, second = [_lag_partitions(await _metrics(port)) for port in ports]
+        return bool(first) and bool(second) and not first & second and first | second == everything
+
+    async with asyncio.timeout(90):
+        while not await owners_split():
+            await asyncio.sleep(0.5)
