@@ -114,8 +114,8 @@ class Settings(BaseSettings):
     other request's page waits for, and a request taken later starts before its pages beyond
     the share."""
     max_queued_pages: int = Field(default=40, ge=1)
-    """Pages waiting for a slot within their request's share at which the consumer pauses,
-    when no page can start either."""
+    """Waiting pages a request taken now would wait behind (not those of a request already
+    rendering beyond its share) at which the consumer pauses, when no page can start either."""
     max_requests_in_flight: int = Field(default=64, ge=1)
     """Requests taken from Kafka and not yet committed, over all partitions."""
     max_partition_run_ahead: int = Field(default=32, ge=1)

@@ -2,9 +2,9 @@
 
 The sampler calls `on_sample` with each snapshot; the scheduler asks `admit`; the consumer
 asks `should_pause` before each poll, which weighs the scheduler's intake backlog: pages a
-request taken now would wait behind (one big request's pages beyond its share do not count,
-since a new request goes before them). Every pause, resume and shed is logged with the figures
-that caused it.
+request taken now would wait behind (the waiting pages of a request already rendering more
+than its share do not count: a new request goes before them). Every pause, resume and shed
+is logged with the figures that caused it.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ A free slot goes to, in this order:
    a request beyond its share (work-conserving), so one big request never leaves slots idle.
 
 So a request taken later still starts before an older request's pages beyond its share, and
-those pages never hold up intake (see `overflow`). A page whose host already renders
+those pages do not hold up intake (see `overtakable`). A page whose host already renders
 `per_host` pages waits without a slot, and the slot goes to a page of another host. Requests
 and hosts with nothing waiting or running leave nothing behind.
 """
@@ -89,11 +89,14 @@ class SlotQueue(Generic[T]):
         return len(self._handed_back) + sum(lane.waiting for lane in self._lanes.values())
 
     @property
-    def overflow(self) -> int:
-        """Waiting pages beyond their request's share: a request taken now goes before them."""
+    def overtakable(self) -> int:
+        """Waiting pages a request taken now would start before: those of requests rendering
+        more than their share. A request rendering its share or less is back below it when
+        one of its pages ends, and then its next page goes first, as the older request's."""
         return sum(
-            max(lane.waiting - self._share_left(request), 0)
+            lane.waiting
             for request, lane in self._lanes.items()
+            if self._by_request[request] > self.limits.per_request
         )
 
     @property

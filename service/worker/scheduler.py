@@ -72,9 +72,9 @@ class PageScheduler:
 
     @property
     def intake_backlog(self) -> int:
-        """Waiting pages a request taken now would wait behind: all but those beyond their
-        request's share, which it would go before. Intake pauses on this, not on `backlog`."""
-        return self._queue.waiting - self._queue.overflow
+        """Waiting pages a request taken now would wait behind: all but those of requests
+        rendering more than their share, which it would go before. Intake pauses on this."""
+        return self._queue.waiting - self._queue.overtakable
 
     @property
     def in_flight(self) -> int:

@@ -92,17 +92,24 @@ def test_handed_back_pages_go_first_even_beyond_their_share():
     assert _pop(queue, 3) == ["a0-again", "b-again", "b0"]
 
 
-def test_overflow_counts_waiting_pages_beyond_each_requests_share():
-    """Pages a newly taken request would overtake do not count towards intake's backlog."""
+def test_overtakable_pages_are_those_of_requests_rendering_more_than_their_share():
+    """A request taken now would start before the waiting pages of a request rendering more
+    than its share, not before those of a request at or below it (its next page goes first
+    as soon as one of its pages ends)."""
     queue = _queue(per_request=2)
-    _push(queue, "big", 100, priority=0)
-    assert queue.overflow == 98
+    big = _push(queue, "big", 100, priority=0)
+    assert queue.overtakable == 0
+    _pop(queue, 2)
+    assert queue.overtakable == 0
     _pop(queue, 1)
-    assert queue.overflow == 98
-    _pop(queue, 7)
-    assert queue.overflow == 92
+    assert queue.overtakable == 97
+    _pop(queue, 5)
+    assert queue.overtakable == 92
     _push(queue, "small", 3, priority=1)
-    assert queue.overflow == 93
+    assert queue.overtakable == 92
+    for entry in big[:6]:
+        queue.done(entry.ticket)
+    assert queue.overtakable == 0
 
 
 def test_removed_and_finished_pages_leave_nothing_behind():
