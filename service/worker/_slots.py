@@ -8,7 +8,9 @@ A free slot goes to, in this order:
    a request beyond its share (work-conserving), so one big request never leaves slots idle.
 
 So a request taken later still starts before an older request's pages beyond its share, and
-those pages do not hold up intake (see `overtakable`). A page whose host already renders
+the waiting pages of a request rendering beyond its share do not hold up intake (see
+`overtakable`). When the gate allows no more pages than the older requests' shares, requests
+run oldest first, one share after another. A page whose host already renders
 `per_host` pages waits without a slot, and the slot goes to a page of another host. Requests
 and hosts with nothing waiting or running leave nothing behind.
 """
