@@ -120,10 +120,12 @@ class Settings(BaseSettings):
     min_page_slots: int = Field(default=1, ge=1)
     """Floor of pages rendered at once: a worker always makes progress."""
     max_pages_per_request: int = Field(default=2, ge=1)
-    """Pages of one request rendered at once: pages of a request's own browser context are
-    reused between its URLs, so fewer at a time means fewer pages opened per URL."""
+    """A request's share of the page slots: it renders more pages at once only in slots no
+    other request's page waits for, and a request taken later starts before its pages beyond
+    the share."""
     max_queued_pages: int = Field(default=40, ge=1)
-    """Pages waiting for a slot before the consumer pauses (when no page can start)."""
+    """Waiting pages a request taken now would wait behind (not those of a request already
+    rendering beyond its share) at which the consumer pauses, when no page can start either."""
     max_requests_in_flight: int = Field(default=64, ge=1)
     """Requests taken from Kafka and not yet committed, over all partitions."""
     max_partition_run_ahead: int = Field(default=32, ge=1, le=4096)
@@ -135,7 +137,8 @@ class Settings(BaseSettings):
     shutdown_grace: Seconds = timedelta(seconds=20)
     """On SIGTERM, how long in-flight pages may take to finish before they are handed back."""
     max_pages_per_host: int = Field(default=4, ge=1)
-    """Pages of one host rendered at once by one worker, over all its requests."""
+    """Pages of one host rendered at once by one worker, over all its requests (a page
+    waiting for its host holds no page slot)."""
     page_retries: int = Field(default=2, ge=0, le=10)
     """Extra tries of a page that failed transiently (HTTP 429 or 503; connection reset,
     refused or empty response), within the page's deadline."""

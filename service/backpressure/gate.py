@@ -1,8 +1,10 @@
 """The gate: carries the governor's decisions to the page slots, the consumer and the browser.
 
 The sampler calls `on_sample` with each snapshot; the scheduler asks `admit`; the consumer
-asks `should_pause` before each poll. Every pause, resume and shed is logged with the figures
-that caused it.
+asks `should_pause` before each poll, which weighs the scheduler's intake backlog: pages a
+request taken now would wait behind (the waiting pages of a request already rendering more
+than its share do not count: a new request goes before them). Every pause, resume and shed
+is logged with the figures that caused it.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ class MemoryGate:
             return False
         scheduler = self._scheduler
         in_flight = scheduler.in_flight if scheduler else 0
-        backlog = scheduler.backlog if scheduler else 0
+        backlog = scheduler.intake_backlog if scheduler else 0
         paused = self._governor.should_pause(
             self._snapshot, in_flight, backlog, self._backlog_capacity
         )
@@ -78,6 +80,7 @@ class MemoryGate:
                 reason=str(self._governor.pause_reason),
                 in_flight=in_flight,
                 backlog=backlog,
+                queued=scheduler.backlog if scheduler else 0,
                 **self._figures(),
             )
         return paused

@@ -28,11 +28,10 @@ from service.messaging.offsets import Verdict
 from service.messaging.publisher import Publisher
 from service.messaging.topics import ensure_topics
 from service.worker.deps import WorkerDeps
-from service.worker.hosts import KeyedSemaphore
 from service.worker.intake import parse_request
 from service.worker.outputs import RunOutputs
 from service.worker.run import RequestRun
-from service.worker.scheduler import PageScheduler
+from service.worker.scheduler import PageScheduler, SlotLimits
 
 if TYPE_CHECKING:
     from aiokafka import ConsumerRecord
@@ -82,7 +81,7 @@ class Worker:
             robots_source = await stack.enter_async_context(HttpRobotsSource(proxy.url))
             robots = await stack.enter_async_context(RobotsCache(robots_source))
             gate = await self._memory_gate(stack)
-            scheduler = PageScheduler(gate)
+            scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))
             gate.attach(scheduler, pool)
             self._metrics.pages_pending.set_function(
                 lambda: scheduler.backlog + scheduler.in_flight
@@ -95,7 +94,6 @@ class Worker:
                 scheduler=scheduler,
                 metrics=self._metrics,
                 robots=robots,
-                hosts=KeyedSemaphore.from_settings(settings),
             )
             self._consumer = RequestConsumer(
                 settings,

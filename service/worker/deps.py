@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from service.messaging.publisher import Publisher
     from service.metrics import Metrics
     from service.settings import Settings
-    from service.worker.hosts import KeyedSemaphore
     from service.worker.scheduler import PageScheduler
 
 
@@ -22,9 +21,8 @@ class WorkerDeps:
     publisher: Publisher
     pool: BrowserPool
     scheduler: PageScheduler
+    """Page slots: memory admission, each request's share, the per-host limit."""
     policy: UrlPolicy
     metrics: Metrics
     robots: RobotsCache
     """robots.txt rules per origin, fetched through the egress proxy."""
-    hosts: KeyedSemaphore
-    """Pages rendered at once per host, over every request of the worker."""

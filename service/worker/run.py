@@ -19,6 +19,7 @@ from service.messaging.failures import root_cause
 from service.worker.hosts import host_key
 from service.worker.outputs import RunOutputs
 from service.worker.retry import PageDeadline, RetryPolicy, retry_reason
+from service.worker.scheduler import PageTicket
 
 if TYPE_CHECKING:
     from service.contracts import CrawlRequest, RecordSource
@@ -46,7 +47,6 @@ class RequestRun:
         self._deps = deps
         self._request = request
         self._priority = priority
-        self._page_slots = asyncio.Semaphore(deps.settings.max_pages_per_request)
         self.run_id = uuid.uuid4().hex
         self._outputs = RunOutputs(
             deps.publisher,
@@ -185,19 +185,12 @@ class RequestRun:
             await asyncio.sleep(wait_s)
 
     async def _attempt(self, url: str, deadline: PageDeadline) -> PageContent:
-        """One try: a page slot of this request, a worker slot, then the host's slot.
-
-        The host is taken inside the worker slot, so slots go to the oldest request first and
-        no younger request opens its browser context while an older one waits for its host.
-        """
-        async with self._page_slots:
-            return await self._deps.scheduler.run(
-                lambda: self._hosted_render(url, deadline), priority=self._priority
-            )
-
-    async def _hosted_render(self, url: str, deadline: PageDeadline) -> PageContent:
-        async with self._deps.hosts.hold(host_key(url)):
-            return await self._render(url, deadline.attempt_s())
+        """One try in a page slot; the scheduler applies this request's share and the host's
+        limit, and hands a slot to no page that would only wait in it for its host."""
+        ticket = PageTicket(request=self.run_id, priority=self._priority, host=host_key(url))
+        return await self._deps.scheduler.run(
+            lambda: self._render(url, deadline.attempt_s()), ticket
+        )
 
     async def _render(self, url: str, timeout_s: float) -> PageContent:
         settings = self._deps.settings

@@ -1,21 +1,28 @@
 """Page slots shared by every request of a worker, granted by an admission gate.
 
-Waiting pages are served oldest request first (then in arrival order), so a few requests run
-at a time and each finishes soon, instead of every request holding a browser context open
-while it waits. A page handed back at critical memory (shed) goes before all others and is
-run again later, so every page still gets exactly one result.
+The gate says how many pages may render at once (memory, the concurrency limit); the slot
+queue (`_slots.py`) says which waiting page gets a free slot: pages handed back at critical
+memory first, then each request's share, oldest request first, then any page (so no slot
+stays idle while a page could use it), never more than the host's limit per host. A few
+requests run at a time and each finishes soon, yet a request taken later starts before an
+older request's pages beyond its share. A page handed back (shed) is run again later, so
+every page still gets exactly one result.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from service.worker._slots import PageTicket, SlotLimits, SlotQueue
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+
+    from service.worker._slots import Waiting
+
+__all__ = ["AdmissionGate", "FixedGate", "PageScheduler", "PageTicket", "SlotLimits"]
 
 T = TypeVar("T")
 
@@ -45,12 +52,10 @@ class _Running:
 class PageScheduler:
     """Runs page work when the gate admits it; sheds the newest running pages on demand."""
 
-    def __init__(self, gate: AdmissionGate) -> None:
+    def __init__(self, gate: AdmissionGate, limits: SlotLimits) -> None:
         self.gate = gate
-        self._waiting: list[tuple[int, int, int, asyncio.Future[None]]] = []
-        self._arrivals = itertools.count()
+        self._queue: SlotQueue[asyncio.Future[None]] = SlotQueue(limits)
         self._running: list[_Running] = []
-        self._granted = 0
         self._accepted = 0
 
     def accept(self, pages: int) -> None:
@@ -63,24 +68,27 @@ class PageScheduler:
     @property
     def backlog(self) -> int:
         """Pages taken from Kafka and not yet rendering (waiting for a slot or for their turn)."""
-        return max(self._accepted - self._granted, 0)
+        return max(self._accepted - self.in_flight, 0)
+
+    @property
+    def intake_backlog(self) -> int:
+        """Waiting pages a request taken now would wait behind: all but those of requests
+        rendering more than their share, which it would go before. Intake pauses on this."""
+        return self._queue.waiting - self._queue.overtakable
 
     @property
     def in_flight(self) -> int:
-        return self._granted
+        return self._queue.running
 
     @property
     def queued(self) -> int:
-        return sum(1 for *_, waiter in self._waiting if not waiter.done())
+        return self._queue.waiting
 
-    async def run(self, work: Callable[[], Awaitable[T]], *, priority: int = 0) -> T:
-        """Wait for a slot, run `work`; if it is shed, queue it at the front and run it again.
-
-        Lower `priority` runs first (the worker passes the request's arrival number).
-        """
-        waiter = self._enqueue(priority, front=False)
+    async def run(self, work: Callable[[], Awaitable[T]], ticket: PageTicket) -> T:
+        """Wait for a slot, run `work`; if it is shed, queue it at the front and run it again."""
+        waiting = self._enqueue(ticket, handed_back=False)
         while True:
-            await self._acquire(waiter)
+            await self._acquire(waiting)
             running = _Running(task=asyncio.ensure_future(work()))
             self._running.append(running)
             try:
@@ -89,10 +97,10 @@ class PageScheduler:
                 current = asyncio.current_task()
                 if not running.shed or (current is not None and current.cancelling()):
                     raise
-                waiter = self._enqueue(priority, front=True)  # queued before its slot is freed
+                waiting = self._enqueue(ticket, handed_back=True)  # before its slot is freed
             finally:
                 self._running.remove(running)
-                self._release()
+                self._release(ticket)
 
     def shed(self, count: int) -> int:
         """Hand back the `count` newest running pages; returns how many were shed."""
@@ -104,32 +112,30 @@ class PageScheduler:
 
     def poke(self) -> None:
         """Re-run admission (call when memory was freed or the gate changed its mind)."""
-        while self._waiting:
-            waiter = self._waiting[0][-1]
-            if waiter.done():
-                heapq.heappop(self._waiting)
-                continue
-            if not self.gate.admit(self._granted):
+        while self.gate.admit(self.in_flight):
+            granted = self._queue.pop()
+            if granted is None:
                 return
-            heapq.heappop(self._waiting)
-            self._granted += 1
-            waiter.set_result(None)
+            if granted.item.cancelled():  # its caller was cancelled and has not resumed yet
+                self._queue.done(granted.ticket)
+                continue
+            granted.item.set_result(None)
 
-    def _enqueue(self, priority: int, *, front: bool) -> asyncio.Future[None]:
+    def _enqueue(self, ticket: PageTicket, *, handed_back: bool) -> Waiting[asyncio.Future[None]]:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (0 if front else 1, priority, next(self._arrivals), waiter)
-        heapq.heappush(self._waiting, entry)
-        return waiter
+        return self._queue.push(ticket, waiter, handed_back=handed_back)
 
-    async def _acquire(self, waiter: asyncio.Future[None]) -> None:
+    async def _acquire(self, waiting: Waiting[asyncio.Future[None]]) -> None:
         self.poke()
         try:
-            await waiter
+            await waiting.item
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self._release()
+            if waiting.item.cancelled():
+                self._queue.remove(waiting)
+            else:
+                self._release(waiting.ticket)  # granted, then cancelled before it started
             raise
 
-    def _release(self) -> None:
-        self._granted -= 1
+    def _release(self, ticket: PageTicket) -> None:
+        self._queue.done(ticket)
         self.poke()

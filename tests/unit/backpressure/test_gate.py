@@ -1,0 +1,96 @@
+"""The gate pauses intake on the scheduler's intake backlog: pages a request taken now would
+wait behind, which leaves out those of a request already rendering beyond its share."""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client import CollectorRegistry
+
+from service.backpressure import Governor, LimitSource, MemorySnapshot, PauseReason
+from service.backpressure.gate import MemoryGate
+from service.metrics import Metrics
+from service.worker.scheduler import PageScheduler, PageTicket, SlotLimits
+
+MIB = 1 << 20
+CAPACITY = 40
+WINDOW_S = 2.0
+
+
+def _comfortable(at: float = 0.0) -> MemorySnapshot:
+    return MemorySnapshot(
+        limit_bytes=8000 * MIB,
+        working_set_bytes=500 * MIB,
+        tree_pss_bytes=500 * MIB,
+        source=LimitSource.CGROUP_V2,
+        taken_at=at,
+    )
+
+
+class _Worker:
+    """A gate and a scheduler wired as the worker wires them; pages hang until `close`."""
+
+    def __init__(self, governor: Governor) -> None:
+        self.now = 0.0
+        self.gate = MemoryGate(
+            governor,
+            Metrics(CollectorRegistry()),
+            backlog_capacity=CAPACITY,
+            first=_comfortable(),
+            clock=lambda: self.now,
+        )
+        self.scheduler = PageScheduler(self.gate, SlotLimits(per_request=2, per_host=100))
+        self.gate.attach(self.scheduler, None)  # no browser: the gate only asks the scheduler
+        self.hang = asyncio.Event()
+        self.tasks: list[asyncio.Task[object]] = []
+
+    async def take(self, request: str, pages: int, *, priority: int) -> None:
+        self.scheduler.accept(pages)
+        ticket = PageTicket(request=request, priority=priority, host="h")
+        self.tasks += [
+            asyncio.create_task(self.scheduler.run(self.hang.wait, ticket)) for _ in range(pages)
+        ]
+        for _ in range(10):
+            await asyncio.sleep(0)
+
+    def comfortable_window(self) -> None:
+        self.now += WINDOW_S
+        self.gate.on_sample(_comfortable(self.now))
+
+    async def close(self) -> None:
+        self.hang.set()
+        await asyncio.gather(*self.tasks)
+
+
+async def test_a_big_request_beyond_its_share_does_not_pause_intake_but_a_full_backlog_does():
+    """All 8 slots busy with one 100-page request: its 92 waiting pages do not pause intake
+    (a request taken now would get the next free slot); 40 one-page requests do (backlog)."""
+    governor = Governor(8, floor=8, safety_margin_bytes=100 * MIB)
+    worker = _Worker(governor)
+    await worker.take("big", 100, priority=0)
+    assert (worker.scheduler.in_flight, worker.scheduler.backlog) == (8, 92)
+    assert not worker.gate.should_pause()
+
+    for n in range(CAPACITY):
+        await worker.take(f"small-{n}", 1, priority=1 + n)
+    assert worker.gate.should_pause()
+    assert governor.pause_reason is PauseReason.BACKLOG
+    await worker.close()
+
+
+async def test_a_pause_at_the_start_up_limit_ends_once_the_big_request_renders_beyond_its_share():
+    """At the start-up limit of one page a request taken now would wait behind the big
+    request's pages, so intake pauses; once slow start lets the big request render more
+    than its share, intake resumes while its pages still wait (no waiting for it to drain)."""
+    worker = _Worker(Governor(8, safety_margin_bytes=100 * MIB, increase_window_s=WINDOW_S))
+    await worker.take("big", 100, priority=0)
+    assert worker.scheduler.in_flight == 1
+    assert worker.gate.should_pause()
+
+    for _ in range(3):  # slow start: the limit doubles per comfortable window, 1 -> 4
+        worker.comfortable_window()
+    await asyncio.sleep(0)
+    assert worker.scheduler.in_flight == 4
+    assert worker.scheduler.backlog > CAPACITY
+    assert not worker.gate.should_pause()
+    await worker.close()
