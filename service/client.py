@@ -2,12 +2,17 @@
 
 async with CrawlClient(settings) as client:
     results = await client.crawl(["https://example.com/"])
+
+A request_id is the producer's idempotency key, not the identity of a submission: two records
+with one request_id both run. `submit()` returns a `Submission` that names its record, and
+`follow()` of it yields that record's messages only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Self
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -19,6 +24,7 @@ from service.contracts import (
     EventType,
     PageResult,
     ProgressEvent,
+    RecordSource,
     dump,
 )
 from service.errors import BrokerUnavailableError, CrawlstreamError
@@ -32,6 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
     from types import TracebackType
 
+    from aiokafka.structs import RecordMetadata
     from pydantic import JsonValue
 
 FOLLOW_TIMEOUT_S: Final = 600.0
@@ -47,13 +54,37 @@ class FollowTimeoutError(CrawlstreamError):
     """The request did not end within the deadline of `follow()`."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Submission:
+    """One produced request record: its request_id and where the record was written.
+
+    Every result and event of that record carries the same `source`, also after a
+    redelivery; another record with the same request_id has another.
+    """
+
+    request_id: str
+    source: RecordSource
+
+    @classmethod
+    def written(cls, request_id: str, metadata: RecordMetadata) -> Submission:
+        """The submission of a record the producer has written at `metadata`."""
+        source = RecordSource(
+            topic=metadata.topic, partition=metadata.partition, offset=metadata.offset
+        )
+        return cls(request_id=request_id, source=source)
+
+    def __str__(self) -> str:
+        where = self.source
+        return f"{self.request_id} ({where.topic}[{where.partition}]@{where.offset})"
+
+
 class CrawlClient:
     """Produces requests and reads their results; an async context manager."""
 
     def __init__(self, settings: Settings | None = None) -> None:
         self._settings = settings or load_settings()
         self._publisher = Publisher(self._settings)
-        self._starts: dict[str, dict[TopicPartition, int]] = {}
+        self._starts: dict[Submission, dict[TopicPartition, int]] = {}
         self._partitioner = DefaultPartitioner()
 
     async def __aenter__(self) -> Self:
@@ -75,8 +106,11 @@ class CrawlClient:
         *,
         request_id: str | None = None,
         metadata: dict[str, JsonValue] | None = None,
-    ) -> str:
-        """Produce a request (validated here first) and return its request_id."""
+    ) -> Submission:
+        """Produce a request (validated here first) and return its submission.
+
+        Reusing a `request_id` makes a second submission, not a retry of the first: both run.
+        """
         request = CrawlRequest.model_validate(
             {
                 "request_id": request_id or uuid.uuid4().hex,
@@ -87,27 +121,34 @@ class CrawlClient:
             context={"max_urls": self._settings.max_urls_per_request},
         )
         async with self._follower() as consumer:
-            self._starts[request.request_id] = await self._end_offsets(consumer, request.request_id)
-        await self._publisher.send_and_wait(
+            starts = await self._end_offsets(consumer, request.request_id)
+        written = await self._publisher.send_and_wait(
             self._settings.requests_topic, request.request_id, dump(request)
         )
-        return request.request_id
+        submission = Submission.written(request.request_id, written)
+        self._starts[submission] = starts
+        return submission
 
     async def follow(
-        self, request_id: str, *, timeout_s: float = FOLLOW_TIMEOUT_S
+        self, submission: Submission | str, *, timeout_s: float = FOLLOW_TIMEOUT_S
     ) -> AsyncIterator[ProgressEvent | PageResult]:
-        """Events and results of `request_id` in arrival order, until its end.
+        """Events and results of one submission in arrival order, until its end.
 
-        Results are yielded once per `result_id` (a redelivery's duplicates are dropped);
-        it ends after the terminal event, once every URL's result has arrived, and raises
+        Only messages whose `source` is the submission's record are yielded; results are
+        yielded once per `result_id` (a redelivery of the record repeats them). It ends after
+        the terminal event, once every URL's result has arrived, and raises
         `FollowTimeoutError` when that has not happened within `timeout_s`.
+
+        A bare request_id follows every submission of it found on the output topics from
+        their beginning, each kept apart (results deduplicated per `source`), and ends once
+        each submission it has seen has ended; tell them apart by `message.source`.
         """
         async with self._follower() as consumer:
-            starts = self._starts.get(request_id) or await self._beginnings(consumer, request_id)
+            starts = await self._start_offsets(consumer, submission)
             consumer.assign(list(starts))
             for tp, offset in starts.items():
                 consumer.seek(tp, offset)
-            follow = _Follow(self._settings, request_id)
+            follow = _Follow(self._settings, submission)
             async for message in follow.messages(consumer, timeout_s):
                 yield message
 
@@ -119,9 +160,9 @@ class CrawlClient:
         timeout_s: float = FOLLOW_TIMEOUT_S,
     ) -> list[PageResult]:
         """Submit and wait: one result per URL, in the order of `urls`."""
-        request_id = await self.submit(urls, options)
+        submission = await self.submit(urls, options)
         results: dict[str, PageResult] = {}
-        async for message in self.follow(request_id, timeout_s=timeout_s):
+        async for message in self.follow(submission, timeout_s=timeout_s):
             if isinstance(message, PageResult):
                 results[message.url] = message
         return [results[url] for url in dict.fromkeys(urls) if url in results]
@@ -150,6 +191,16 @@ class CrawlClient:
         partitions = await self._partitions(request_id)
         return dict(await consumer.beginning_offsets(partitions))
 
+    async def _start_offsets(
+        self, consumer: AIOKafkaConsumer, submission: Submission | str
+    ) -> dict[TopicPartition, int]:
+        """Where following begins: the output topics' ends from just before this client
+        produced the record (nothing of it can be earlier), else their beginnings."""
+        if isinstance(submission, str):
+            return await self._beginnings(consumer, submission)
+        known = self._starts.get(submission)
+        return known or await self._beginnings(consumer, submission.request_id)
+
 
 class _StartedConsumer(AIOKafkaConsumer):  # type: ignore[misc]
     """A group-less consumer that starts and stops as an async context manager."""
@@ -170,15 +221,42 @@ class _StartedConsumer(AIOKafkaConsumer):  # type: ignore[misc]
         await asyncio.wait_for(self.stop(), self._timeout_s)
 
 
-class _Follow:
-    """The state of following one request: duplicates seen, chunks pending, the end."""
+@dataclass(slots=True)
+class _Outcome:
+    """What one submission has delivered so far: its results' IDs and its terminal event."""
 
-    def __init__(self, settings: Settings, request_id: str) -> None:
+    seen: set[str] = field(default_factory=set)
+    terminal: ProgressEvent | None = None
+
+    def take(self, message: ProgressEvent | PageResult) -> ProgressEvent | PageResult | None:
+        """`message`, or None when it repeats a result already taken."""
+        if isinstance(message, ProgressEvent):
+            if message.is_terminal:
+                self.terminal = message
+            return message
+        if message.result_id in self.seen:
+            return None
+        self.seen.add(message.result_id)
+        return message
+
+    def done(self) -> bool:
+        terminal = self.terminal
+        if terminal is None:
+            return False
+        return terminal.type not in _WITH_RESULTS or len(self.seen) >= terminal.total
+
+
+class _Follow:
+    """The state of following a submission (or every submission of a bare request_id):
+    chunks pending, and per source record the results seen and the end."""
+
+    def __init__(self, settings: Settings, target: Submission | str) -> None:
         self._settings = settings
+        self._target = target
+        request_id = target if isinstance(target, str) else target.request_id
         self._request_id = request_id.encode()
         self._chunks = Reassembler()
-        self._seen: set[str] = set()
-        self._terminal: ProgressEvent | None = None
+        self._outcomes: dict[RecordSource | None, _Outcome] = {}
 
     async def messages(
         self, consumer: AIOKafkaConsumer, timeout_s: float
@@ -188,7 +266,7 @@ class _Follow:
         while not self.done():
             if loop.time() > deadline:
                 raise FollowTimeoutError(
-                    f"request {self._request_id.decode()} did not end within {timeout_s:g} s"
+                    f"request {self._target} did not end within {timeout_s:g} s"
                 )
             batch = await consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
             for records in batch.values():
@@ -200,22 +278,22 @@ class _Follow:
     def accept(self, record: object) -> ProgressEvent | PageResult | None:
         if record.key != self._request_id:  # type: ignore[attr-defined]
             return None
-        if record.topic == self._settings.progress_topic:  # type: ignore[attr-defined]
-            event = ProgressEvent.model_validate_json(record.value)  # type: ignore[attr-defined]
-            if event.is_terminal:
-                self._terminal = event
-            return event
-        whole = self._chunks.add(record.value, list(record.headers))  # type: ignore[attr-defined]
-        if whole is None:
+        message = self._parse(record)
+        if message is None or not self._wanted(message.source):
             return None
-        result = PageResult.model_validate_json(whole)
-        if result.result_id in self._seen:
-            return None
-        self._seen.add(result.result_id)
-        return result
+        return self._outcomes.setdefault(message.source, _Outcome()).take(message)
 
     def done(self) -> bool:
-        terminal = self._terminal
-        if terminal is None:
-            return False
-        return terminal.type not in _WITH_RESULTS or len(self._seen) >= terminal.total
+        """Every followed submission has ended (and at least one was seen)."""
+        outcomes = self._outcomes.values()
+        return bool(outcomes) and all(outcome.done() for outcome in outcomes)
+
+    def _wanted(self, source: RecordSource | None) -> bool:
+        return isinstance(self._target, str) or source == self._target.source
+
+    def _parse(self, record: object) -> ProgressEvent | PageResult | None:
+        """The record's message, or None while it is an incomplete chunk of one."""
+        if record.topic == self._settings.progress_topic:  # type: ignore[attr-defined]
+            return ProgressEvent.model_validate_json(record.value)  # type: ignore[attr-defined]
+        whole = self._chunks.add(record.value, list(record.headers))  # type: ignore[attr-defined]
+        return None if whole is None else PageResult.model_validate_json(whole)

@@ -47,14 +47,14 @@ async def run_submit(args: argparse.Namespace, settings: Settings) -> int:
         fields["formats"] = args.formats
     options = CrawlOptions.model_validate(fields)
     async with CrawlClient(settings) as client:
-        request_id = await client.submit(args.urls, options, request_id=args.request_id)
+        submission = await client.submit(args.urls, options, request_id=args.request_id)
         if not args.json:
-            print(request_id, flush=True)  # noqa: T201
+            print(submission.request_id, flush=True)  # noqa: T201
         if not args.follow:
             return 0
         if args.json:
-            return await follow_json(client, request_id)
-        return await follow_live(client, request_id)
+            return await follow_json(client, submission)
+        return await follow_live(client, submission)
 
 
 async def run_demo(_: argparse.Namespace, settings: Settings) -> int:

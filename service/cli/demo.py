@@ -87,6 +87,6 @@ async def _crawl(settings: Settings, base_url: str) -> int:
     urls = [f"{base_url}/{page}" for page in SAMPLE_PAGES]
     options = CrawlOptions(wait_until="networkidle")
     async with CrawlClient(settings) as client:
-        request_id = await client.submit(urls, options)
-        print(f"Submitted request {request_id} for {len(urls)} pages of {base_url}")  # noqa: T201
-        return await follow_live(client, request_id)
+        submission = await client.submit(urls, options)
+        print(f"Submitted request {submission} for {len(urls)} pages of {base_url}")  # noqa: T201
+        return await follow_live(client, submission)

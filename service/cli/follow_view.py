@@ -12,13 +12,13 @@ from rich.table import Table
 from service.contracts import EventType, PageResult, ProgressEvent
 
 if TYPE_CHECKING:
-    from service.client import CrawlClient
+    from service.client import CrawlClient, Submission
 
 
-async def follow_json(client: CrawlClient, request_id: str) -> int:
+async def follow_json(client: CrawlClient, submission: Submission) -> int:
     """One message per line, as on the wire; exit 0 when the request completed."""
     last: ProgressEvent | None = None
-    async for message in client.follow(request_id):
+    async for message in client.follow(submission):
         sys.stdout.write(message.model_dump_json() + "\n")
         sys.stdout.flush()
         if isinstance(message, ProgressEvent):
@@ -26,7 +26,9 @@ async def follow_json(client: CrawlClient, request_id: str) -> int:
     return 0 if last is not None and last.type == EventType.COMPLETED else 1
 
 
-async def follow_live(client: CrawlClient, request_id: str, console: Console | None = None) -> int:
+async def follow_live(
+    client: CrawlClient, submission: Submission, console: Console | None = None
+) -> int:
     """A progress bar while pages finish, then a summary table of the results."""
     console = console or Console()
     results: list[PageResult] = []
@@ -39,8 +41,8 @@ async def follow_live(client: CrawlClient, request_id: str, console: Console | N
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console) as progress:
-        bar = progress.add_task(request_id, total=None, detail="waiting for a worker")
-        async for message in client.follow(request_id):
+        bar = progress.add_task(submission.request_id, total=None, detail="waiting for a worker")
+        async for message in client.follow(submission):
             if isinstance(message, PageResult):
                 results.append(message)
                 continue

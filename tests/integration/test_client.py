@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from harness import read_topic
 
 from service.client import CrawlClient
-from service.contracts import CrawlOptions, EventType, PageResult, ProgressEvent
+from service.contracts import (
+    CrawlOptions,
+    EventType,
+    PageResult,
+    ProgressEvent,
+    RecordSource,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -27,3 +34,30 @@ async def test_crawl_returns_every_result_and_follow_sees_the_whole_run(topics, 
     assert events[0].type == EventType.ACCEPTED
     assert events[-1].type == EventType.COMPLETED
     assert sorted(p.url for p in pages) == sorted(urls)
+
+
+async def test_two_submissions_with_one_request_id_are_followed_apart(topics, site, start_worker):
+    """Two records with one request_id both run; following each submission yields exactly its
+    own results (one per URL, none dropped as the other's duplicate) and its own terminal
+    event, and every message names that record as its `source`."""
+    await start_worker()
+    urls = [site.url("/page/21"), site.url("/page/22")]
+    async with CrawlClient(topics.settings()) as client:
+        submissions = [
+            await client.submit(urls, request_id="reused", metadata={"submission": n})
+            for n in (1, 2)
+        ]
+        followed = [[m async for m in client.follow(s, timeout_s=180)] for s in submissions]
+    records = await read_topic(topics.bootstrap, topics.requests, count=2, deadline_s=60)
+    sources = [
+        RecordSource(topic=r.topic, partition=r.partition, offset=r.offset)
+        for r in sorted(records, key=lambda r: r.offset)
+    ]
+    for n, (messages, source) in enumerate(zip(followed, sources, strict=True), start=1):
+        assert {m.source for m in messages} == {source}
+        assert all(m.request_metadata == {"submission": n} for m in messages)
+        pages = [m for m in messages if isinstance(m, PageResult)]
+        assert sorted(p.url for p in pages) == sorted(urls)
+        terminal = [m for m in messages if isinstance(m, ProgressEvent) and m.is_terminal]
+        assert [e.type for e in terminal] == [EventType.COMPLETED]
+    assert [s.source for s in submissions] == sources
