@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING
 
 import pytest
-from harness import Topics, WorkerProcess, collecting
+from harness import Topics, WorkerProcess, collecting, wait_for_leaders
 from testsite import serve
 
 from service.broker import LocalBroker
@@ -41,6 +41,7 @@ async def topics(kafka: str, site: TestSite) -> Topics:
     """Topics and a group of this test's own; the test site is allowlisted."""
     made = Topics(bootstrap=kafka, extra_env={"CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{site.port}"})
     await ensure_topics(made.settings())
+    await wait_for_leaders(made)
     return made
 
 

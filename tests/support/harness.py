@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.client import AIOKafkaClient
 
 from service.contracts import PageResult, ProgressEvent
 from service.messaging.chunks import Reassembler
@@ -216,6 +217,33 @@ async def collecting(topics: Topics) -> AsyncIterator[Collector]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+LEADERS_DEADLINE_S = 30.0
+
+
+async def wait_for_leaders(topics: Topics) -> None:
+    """Wait until every partition of the test's topics has a leader: a reader that starts on
+    a partition still being created gets NotLeaderForPartition and may miss its start."""
+    client = AIOKafkaClient(bootstrap_servers=topics.bootstrap)
+    names = (topics.requests, topics.results, topics.progress, topics.dead_letter)
+    try:
+        await client.bootstrap()
+        async with asyncio.timeout(LEADERS_DEADLINE_S):
+            while True:
+                cluster = await client.fetch_all_metadata()
+                partitions = [
+                    (name, p) for name in names for p in cluster.partitions_for_topic(name) or ()
+                ]
+                ready = len(partitions) == 4 * len(names) and all(
+                    (cluster.leader_for_partition(TopicPartition(*tp)) or -1) >= 0
+                    for tp in partitions
+                )
+                if ready:
+                    return
+                await asyncio.sleep(0.2)
+    finally:
+        await client.close()
 
 
 async def produce(topics: Topics, messages: list[tuple[bytes | None, bytes | None]]) -> None:
