@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Final
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from service.messaging.dead_letter import DEAD_LETTER_HEADERS
+from service.logs import get_logger
+from service.messaging.dead_letter import DEAD_LETTER_HEADERS, TRUNCATED
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 from service.messaging.publisher import Publisher
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from aiokafka import ConsumerRecord
 
     from service.settings import Settings
+
+log = get_logger(__name__)
 
 POLL_TIMEOUT_MS: Final = 1000
 
@@ -49,6 +52,10 @@ async def replay_dead_letters(
         async with Publisher(settings) as publisher:
             count = 0
             async for record in _records(consumer, ends, to_offset):
+                if _is_cut(record):
+                    log.warning("replay.skipped_cut", partition=record.partition,
+                                offset=record.offset)  # fmt: skip
+                    continue
                 if request_id is None or _request_id_of(record) == request_id:
                     headers = [(k, v) for k, v in record.headers if k not in DEAD_LETTER_HEADERS]
                     await publisher.send_and_wait(
@@ -80,6 +87,11 @@ async def _records(
         for tp in list(remaining):
             if await consumer.position(tp) >= ends[tp]:
                 remaining.discard(tp)
+
+
+def _is_cut(record: ConsumerRecord[bytes, bytes]) -> bool:
+    """A dead letter whose original was cut to fit: replaying a prefix would be garbage."""
+    return any(name == TRUNCATED for name, _ in record.headers)
 
 
 def _request_id_of(record: ConsumerRecord[bytes, bytes]) -> str | None:
