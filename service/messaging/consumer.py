@@ -165,6 +165,8 @@ class RequestConsumer:
         for tp, record, delivery in started:
             task = asyncio.create_task(self._handle(tp, record, delivery))
             self._tasks.setdefault(tp, set()).add(task)
+        if started:
+            await asyncio.sleep(0)  # let them parse and count their pages before the next poll
         self._metrics.requests_in_flight.set(self.in_flight)
         self._metrics.requests_pending.set(self.in_flight)
 

@@ -56,7 +56,7 @@ class Worker:
         self._deps: WorkerDeps | None = None
         self._stop_requested = asyncio.Event()
         self._arrivals = itertools.count()
-        self._urls_per_request = 1.0
+        self._urls_per_request = float(settings.max_urls_per_request)  # until requests are seen
 
     def stop(self) -> None:
         self._stop_requested.set()
@@ -143,7 +143,7 @@ class Worker:
 
     def _intake_room(self, scheduler: PageScheduler) -> int:
         """Request records the local page backlog has room for, at the typical request size."""
-        room = self._settings.max_queued_pages - scheduler.backlog
+        room = self._settings.max_queued_pages - scheduler.intake_backlog
         return max(room, 0) // max(round(self._urls_per_request), 1)
 
     def _install_signals(self) -> None:

@@ -62,6 +62,8 @@ class RequestRun:
         self._context: RequestContext | None = None
         self._context_lock = asyncio.Lock()
         self._published: set[str] = set()
+        self._pending = 0
+        """Pages of this run counted in the scheduler's backlog and not yet published."""
         self._timeout_s = min(
             request.options.timeout_ms / 1000, deps.settings.max_page_timeout.total_seconds()
         )
@@ -77,7 +79,16 @@ class RequestRun:
         if expires_at is not None and expires_at <= utc_now():
             await self._finish(EventType.EXPIRED, f"expired at {expires_at.isoformat()}")
             return
-        await self._outputs.event(EventType.ACCEPTED)
+        scheduler = self._deps.scheduler
+        self._pending = len(self._request.urls)
+        scheduler.accept(self._pending)  # before any await: the next poll sees these pages
+        try:
+            await self._outputs.event(EventType.ACCEPTED)
+            await self._crawl_or_fail()
+        finally:
+            scheduler.finished(self._pending)
+
+    async def _crawl_or_fail(self) -> None:
         try:
             await self._crawl_all()
         except Exception as exc:  # loop boundary: the request fails, the worker goes on
@@ -92,18 +103,12 @@ class RequestRun:
         await self._finish(EventType.COMPLETED, None)
 
     async def _crawl_all(self) -> None:
-        scheduler = self._deps.scheduler
-        pending = len(self._request.urls)
-        scheduler.accept(pending)
-        try:
-            async with asyncio.TaskGroup() as group:
-                pages = [group.create_task(self._page(url)) for url in self._request.urls]
-                for finished in asyncio.as_completed(pages):
-                    await self._publish(await finished)
-                    scheduler.finished()
-                    pending -= 1
-        finally:
-            scheduler.finished(pending)
+        async with asyncio.TaskGroup() as group:
+            pages = [group.create_task(self._page(url)) for url in self._request.urls]
+            for finished in asyncio.as_completed(pages):
+                await self._publish(await finished)
+                self._deps.scheduler.finished()
+                self._pending -= 1
 
     async def _publish(self, result: PageResult) -> None:
         await self._outputs.result(result)

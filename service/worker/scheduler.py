@@ -72,9 +72,10 @@ class PageScheduler:
 
     @property
     def intake_backlog(self) -> int:
-        """Waiting pages a request taken now would wait behind: all but those of requests
+        """Pages a request taken now would wait behind: all taken and not rendering (also those
+        still in their URL-policy and robots checks, not queued yet) but those of requests
         rendering more than their share, which it would go before. Intake pauses on this."""
-        return self._queue.waiting - self._queue.overtakable
+        return max(self.backlog - self._queue.overtakable, 0)
 
     @property
     def in_flight(self) -> int:

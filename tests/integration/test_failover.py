@@ -197,3 +197,24 @@ async def test_lag_counts_unfinished_requests_and_follows_ownership(
     async with asyncio.timeout(90):
         while not await owners_split():
             await asyncio.sleep(0.5)
+
+
+async def test_a_poll_brings_in_no_more_than_the_page_backlog_has_room_for(
+    topics, collector, site, start_worker
+):
+    """Twenty 10-URL requests of hanging pages on one partition: intake stops at the page
+    backlog bound (CRAWL_MAX_QUEUED_PAGES, 40) plus the page slots (8) and at most one request
+    beyond it, instead of taking a whole fetch batch (200 pages) at once."""
+    port = _free_port()
+    await start_worker("intake", CRAWL_METRICS_PORT=str(port))
+    requests = {
+        f"intake-{r}": [site.url(f"/slow/intake-{r}-{u}?ms=25000") for u in range(10)]
+        for r in range(20)
+    }
+    await _produce(topics.bootstrap, topics.requests, requests, partition=0)
+    async with asyncio.timeout(60):
+        while (await _metrics(port)).get("crawl_consumer_paused") != 1:
+            await asyncio.sleep(0.2)
+    samples = await _metrics(port)
+    assert 0 < samples["crawl_pages_pending"] <= 40 + 8 + 10, samples["crawl_pages_pending"]
+    assert samples["crawl_requests_pending"] < len(requests)
