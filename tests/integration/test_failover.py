@@ -115,25 +115,26 @@ async def test_requests_completed_behind_an_unfinished_one_are_not_run_again(
 async def test_a_draining_worker_keeps_its_requests_when_another_joins(
     topics, collector, site, start_worker
 ):
-    """SIGTERM, then a new worker joins while the first drains: the rebalance does not cut
-    the drain short at 5 s; the draining worker finishes its requests (one run each) within
-    its CRAWL_SHUTDOWN_GRACE and exits 0."""
-    first = await start_worker("drainer")
-    requests = {f"drain-{i}": [site.url(f"/slow/drain-{i}?ms=15000")] for i in range(4)}
+    """SIGTERM while four 25 s pages load, then a new worker joins while the first drains:
+    the rebalance does not cut the drain short at the 5 s revoke grace; the draining worker
+    finishes its requests (one run each) within its shutdown grace (60 s here, so the pages
+    fit in it on a loaded machine) and exits 0."""
+    first = await start_worker("drainer", CRAWL_SHUTDOWN_GRACE="60")
+    requests = {f"drain-{i}": [site.url(f"/slow/drain-{i}?ms=25000")] for i in range(4)}
     await _produce(topics.bootstrap, topics.requests, requests, partition=0)
     await collector.wait_until(
-        lambda _: all(_runs(collector, rid) for rid in requests), deadline_s=120
-    )
+        lambda _: all(site.hits[f"/slow/{rid}"] for rid in requests), deadline_s=120
+    )  # every page is loading
     assert first.process is not None
     first.process.send_signal(15)
     await start_worker("joiner")
     await collector.wait_until(
         lambda seen: all(seen.terminal(rid) for rid in requests), deadline_s=180
     )
-    assert await asyncio.wait_for(first.process.wait(), 60) == 0
+    assert await asyncio.wait_for(first.process.wait(), 90) == 0
     for rid in requests:
         assert len(_runs(collector, rid)) == 1, [
-            (e.type, e.worker, e.run_id[:6], e.source) for e in collector.seen.events_of(rid)
+            (e.type, e.worker, e.run_id[:6]) for e in collector.seen.events_of(rid)
         ]
         [terminal] = collector.seen.terminal(rid)
         assert (terminal.type, terminal.worker) == (EventType.COMPLETED, "drainer"), rid
