@@ -109,6 +109,7 @@ class WorkerProcess:
             stdout=self.log_file,
             stderr=self.log_file,
             preexec_fn=self.preexec,
+            start_new_session=True,  # its own process group: kill() takes Chromium along
         )
         await self.wait_for_log("worker.started", WORKER_START_DEADLINE_S)
 
@@ -137,9 +138,11 @@ class WorkerProcess:
         return await asyncio.wait_for(self.process.wait(), deadline_s)
 
     async def kill(self) -> None:
+        """SIGKILL the worker and every process of its group, as when its container dies."""
         assert self.process is not None
         if self.process.returncode is None:
-            self.process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
             await self.process.wait()
 
     async def close(self) -> None:
