@@ -1,7 +1,7 @@
 """Duplicates and re-runs when workers come and go or the broker goes away, in one run.
 
     .venv/bin/python bench/failover.py [--requests 60] [--urls 5] [--page-ms 2000]
-        [--outage 60] [--deadline 900] [--scenario all|workers|outage]
+        [--outage 60] [--deadline 900] [--stall 180] [--scenario all|workers|outage]
 
 Each scenario gets its own broker (LocalBroker on a fresh data dir and port), topics and group
 (12 request partitions), and crawls unique `/slow` pages of the local test site (`--page-ms`
@@ -15,12 +15,16 @@ each) in `--requests` requests of `--urls` URLs.
     one failover event.
 
 Every wait has a deadline. A scenario waits until every request has a `completed` event and
-every URL a result, then until the group's committed offsets reach the end of the requests
-topic (nothing is left to redeliver), stops its workers, and reads the results and progress
-topics from the beginning. Figures: results (reassembled `PageResult`s); unique
-(request_id, url) pairs; duplicates = results - unique, and their share of results; runs =
-distinct (request_id, run_id) of the progress events; abandoned = runs without a terminal
-event; re-runs per failover = (runs - requests) / failover events.
+every URL a result (giving up at `--deadline`, or after `--stall` seconds without any new
+output, and then reporting partial figures), then until the group's committed offsets reach
+the end of the requests topic (nothing is left to redeliver), stops its workers, and reads the
+results and progress topics from the beginning.
+
+Figures: results (reassembled `PageResult`s); unique (request_id, url) pairs; duplicates =
+results - unique, and their share of results; runs = distinct (request_id, run_id) of the
+progress events; abandoned = runs without a terminal event; re-runs per failover =
+(runs - requests) / failover events. Notes under the table give the timeline, abandoned runs
+by worker, and the warnings and errors in each worker's log.
 """
 
 from __future__ import annotations
@@ -125,6 +129,7 @@ class Rig:
     topics: Topics
     requests: dict[str, list[str]]
     deadline_s: float
+    stall_s: float
     workers: dict[str, WorkerProcess] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)
     ends: dict[int, int] = field(default_factory=dict)
@@ -153,7 +158,7 @@ class Rig:
             ]
             for r in range(args.requests)
         }
-        return cls(topics=topics, requests=requests, deadline_s=args.deadline)
+        return cls(topics=topics, requests=requests, deadline_s=args.deadline, stall_s=args.stall)
 
     # --- time and progress ---------------------------------------------------------------
 
@@ -170,15 +175,15 @@ class Rig:
         urls = sum(len(urls) for urls in self.requests.values())
         return len({(r.request_id, r.url) for r, _ in seen.results}) / urls
 
-    def unfinished(self, seen: Collected) -> int:
+    def unfinished(self, seen: Collected) -> list[str]:
         """Requests without a `completed` event or without a result for each URL."""
         completed = {e.request_id for e, _ in seen.events if e.type == EventType.COMPLETED}
         pages = {(r.request_id, r.url) for r, _ in seen.results}
-        return sum(
-            1
+        return [
+            rid
             for rid, urls in self.requests.items()
             if rid not in completed or any((rid, url) not in pages for url in urls)
-        )
+        ]
 
     async def reach(self, collector: Collector, share: float) -> None:
         await collector.wait_until(lambda seen: self.share_done(seen) >= share, self.remaining())
@@ -295,12 +300,27 @@ class Rig:
 
     # --- the end of a scenario -------------------------------------------------------------
 
+    async def wait_finished(self, collector: Collector) -> str | None:
+        """Until every request finished (None), the deadline, or `stall_s` without output."""
+        count, changed = -1, self.now()
+        while True:
+            if not self.unfinished(collector.seen):
+                return None
+            if len(collector.seen.results) + len(collector.seen.events) != count:
+                count = len(collector.seen.results) + len(collector.seen.events)
+                changed = self.now()
+            if self.now() - changed >= self.stall_s:
+                return f"stalled: no output for {self.stall_s:.0f} s"
+            if not self.remaining():
+                return "deadline reached"
+            await asyncio.sleep(POLL_S)
+
     async def finish(self, scenario: str, collector: Collector, failovers: int) -> Figures:
-        try:
-            await collector.wait_until(lambda seen: not self.unfinished(seen), self.remaining())
-        except TimeoutError:
+        why = await self.wait_finished(collector)
+        if why is not None:
             left = self.unfinished(collector.seen)
-            self.note(f"deadline: {left} requests without `completed` or without every result")
+            self.note(f"{why}; {len(left)} requests without `completed` or a result per URL:")
+            self.notes.append(f"  {', '.join(left[:10])}{' ...' if len(left) > 10 else ''}")
         else:
             self.complete = True
             self.note("every request completed, every URL has a result")
@@ -316,6 +336,10 @@ class Rig:
         extra = (len(seen.results) - live[0], len(seen.events) - live[1])
         if any(extra):
             self.note(f"final read: {extra[0]} results, {extra[1]} events beyond the live reader")
+        for name, worker in self.workers.items():
+            troubles = _troubles(worker)
+            if troubles:
+                self.notes.append(f"{name}'s log, warnings and errors: {troubles}")
         return measure(self, scenario, seen, failovers)
 
 
@@ -328,6 +352,16 @@ def _assigned(worker: WorkerProcess) -> set[int]:
         elif entry.get("event") == "consumer.revoked":
             owned -= set(entry["partitions"])
     return owned
+
+
+def _troubles(worker: WorkerProcess) -> dict[str, int]:
+    """How often each warning or error event occurs in a worker's log."""
+    found = Counter(
+        str(entry.get("event"))
+        for entry in worker.events()
+        if entry.get("level") in {"warning", "error", "critical"}
+    )
+    return dict(found.most_common())
 
 
 def _pid(worker: WorkerProcess) -> int:
@@ -523,6 +557,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--outage", type=float, default=60.0, help="broker outage, seconds")
     parser.add_argument(
         "--deadline", type=float, default=900.0, help="seconds per scenario, from the first request"
+    )
+    parser.add_argument(
+        "--stall", type=float, default=180.0, help="give up after this long without any output"
     )
     parser.add_argument("--scenario", choices=("all", "workers", "outage"), default="all")
     return parser.parse_args()
