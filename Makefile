@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit integration schemas bench clean
+.PHONY: setup demo test lint unit integration schemas bench bench-failover clean
 
 ## Install what is missing: Chromium (apt), the virtual environment, the locked packages.
 setup: $(STAMP)
@@ -41,6 +41,10 @@ schemas: setup
 
 bench: setup
 	$(BIN)/python bench/throughput.py
+
+## Duplicates and re-runs when workers die, leave or join, and across a 60 s broker outage.
+bench-failover: setup
+	$(BIN)/python bench/failover.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
