@@ -167,8 +167,7 @@ class RequestConsumer:
             self._tasks.setdefault(tp, set()).add(task)
         if started:
             await asyncio.sleep(0)  # let them parse and count their pages before the next poll
-        self._metrics.requests_in_flight.set(self.in_flight)
-        self._metrics.requests_pending.set(self.in_flight)
+        self._count_requests()
 
     async def _handle(
         self, tp: TopicPartition, record: ConsumerRecord[bytes, bytes], delivery: Delivery
@@ -186,8 +185,11 @@ class RequestConsumer:
             if not (task is not None and task.cancelling()):
                 self._tracker.finished(tp, record.offset)
             self._tasks.get(tp, set()).discard(task)
-            self._metrics.requests_in_flight.set(self.in_flight)
-            self._metrics.requests_pending.set(self.in_flight)
+            self._count_requests()
+
+    def _count_requests(self) -> None:
+        self._metrics.requests_in_flight.set(self.in_flight)
+        self._metrics.requests_pending.set(self.in_flight)
 
     def _ownership(self, tp: TopicPartition) -> asyncio.Event:
         owned = self._owned.get(tp)
