@@ -153,7 +153,6 @@ async def test_hostile_pages_end_with_a_result_and_leave_the_worker_healthy(
     """Busy loops, dialogs, popups, downloads, redirect loops, trickling and never-loading
     pages, a 50 MB page and a renderer-crashing page each end with a result; a normal page
     still works afterwards, and no Chromium process outlives the worker."""
-    before = chromium_pids()
     worker = await start_worker()
     await produce(
         topics,
@@ -174,7 +173,7 @@ async def test_hostile_pages_end_with_a_result_and_leave_the_worker_healthy(
     browser_pids = descendants(worker.process.pid) & chromium_pids()
     assert browser_pids
     assert await worker.terminate() == 0
-    assert chromium_pids() - before == set()
+    assert browser_pids & chromium_pids() == set()  # of this worker's: others may run Chromium
 
 
 async def test_large_results_travel_in_chunks(topics, collector, site, start_worker):
