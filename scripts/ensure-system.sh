@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the system pieces the project needs when they are missing: Chromium from Debian.
+# Installs the system pieces the project needs when they are missing: Chromium from Debian, and
+# kcat (the README's example of a client in another language; its tests skip without it).
 # Java 17 and Maven are expected on the machine (the broker's jars are resolved on first use).
 set -euo pipefail
 
@@ -10,14 +11,23 @@ as_root() {
     echo "need root to run: $*" >&2; return 1; fi
 }
 
+apt_updated=no
+apt_install() {
+  if [ "$apt_updated" = no ]; then as_root apt-get update -qq; apt_updated=yes; fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
 if ! have chromium && ! have chromium-browser && ! have google-chrome; then
   if have apt-get; then
     echo "Installing Chromium from Debian's packages..."
-    as_root apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null
+    apt_install chromium
   else
     echo "No Chromium found and no apt-get: run '.venv/bin/playwright install chromium'" >&2
   fi
+fi
+if ! have kcat && have apt-get; then
+  echo "Installing kcat from Debian's packages..."
+  apt_install kcat || echo "kcat could not be installed: the tests that run it will skip" >&2
 fi
 for tool in java mvn; do
   have "$tool" || { echo "missing: $tool (Java 17 and Maven run the local Kafka broker)" >&2; exit 1; }

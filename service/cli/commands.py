@@ -83,6 +83,14 @@ async def run_settings(_: argparse.Namespace, __: Settings) -> int:
     return 0
 
 
+async def run_topics(args: argparse.Namespace, settings: Settings) -> int:
+    from service.cli import topics  # noqa: PLC0415
+
+    if args.topics_command == "create":
+        return await topics.create(settings)
+    return await topics.partition(settings, args.key)
+
+
 async def run_dead_letter(args: argparse.Namespace, settings: Settings) -> int:
     from service.messaging.replay import replay_dead_letters  # noqa: PLC0415
 

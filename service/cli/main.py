@@ -1,4 +1,5 @@
-"""`crawlstream` sub-commands: worker, broker, submit, demo, schemas, settings, dead-letter."""
+"""`crawlstream` sub-commands: worker, broker, topics, submit, demo, schemas, settings,
+dead-letter."""
 
 from __future__ import annotations
 
@@ -50,6 +51,15 @@ def _parser() -> argparse.ArgumentParser:
     schemas.add_argument("--out", type=Path, default=Path("schemas"))
     schemas.add_argument("--check", action="store_true", help="fail when files differ")
     commands.add_parser("settings", help="print the settings table (Markdown)")
+    topics = commands.add_parser("topics", help="the service's topics")
+    topics_commands = topics.add_subparsers(dest="topics_command", required=True)
+    topics_commands.add_parser(
+        "create", help="create the missing topics with the configured partitions"
+    )
+    partition = topics_commands.add_parser(
+        "partition", help="the partition of each topic a request_id's messages are on"
+    )
+    partition.add_argument("key", metavar="REQUEST_ID")
     dead = commands.add_parser("dead-letter", help="dead-letter tools")
     dead_commands = dead.add_subparsers(dest="dead_command", required=True)
     replay = dead_commands.add_parser("replay", help="re-publish dead letters as requests")

@@ -89,7 +89,7 @@ class Publisher:
             else [(value, [])]
         )
         return [
-            Message(topic, raw_key, part, [*(headers or []), *chunk_headers])
+            Message(topic, raw_key, part, chunks.with_chunk_headers(headers or [], chunk_headers))
             for part, chunk_headers in parts
         ]
 

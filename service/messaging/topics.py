@@ -1,21 +1,33 @@
-"""Create the service's topics when they are missing."""
+"""The service's topics: create the missing ones, wait for their leaders, find a key's partition.
+
+Every message of a request is keyed by its request_id and lands on the partition Java's
+default partitioner picks for that key, `(murmur2(key) & 0x7fffffff) % partitions`: the
+workers' producer (aiokafka's default partitioner) computes exactly that.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Final
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError, for_code
+from aiokafka.partitioner import DefaultPartitioner
 
-from service.errors import ConfigurationError
+from service.errors import BrokerUnavailableError, ConfigurationError
 from service.messaging.kafka_config import client_options
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from service.settings import Settings
 
 ADMIN_DEADLINE_S: Final = 30.0
-"""Deadline for connecting the admin client and creating topics."""
+"""Deadline for connecting the admin client, creating topics and waiting for their leaders."""
+
+LEADER_POLL_S: Final = 0.2
+"""Pause between two looks at new topics that do not have all their leaders yet."""
 
 _FINE: Final = frozenset({0, TopicAlreadyExistsError.errno})
 """No error, or another replica created the topic first: both are what we wanted."""
@@ -24,16 +36,21 @@ _FINE: Final = frozenset({0, TopicAlreadyExistsError.errno})
 def wanted_topics(settings: Settings) -> dict[str, int]:
     """Topic name -> partition count."""
     outputs = (settings.results_topic, settings.progress_topic, settings.dead_letter_topic)
-    topics = dict.fromkeys(outputs, settings.output_partitions)
-    topics[settings.requests_topic] = settings.requests_partitions
-    return topics
+    return {settings.requests_topic: settings.requests_partitions} | dict.fromkeys(
+        outputs, settings.output_partitions
+    )
 
 
-async def ensure_topics(settings: Settings) -> None:
-    """Create every missing topic; existing ones are left as they are."""
-    admin = AIOKafkaAdminClient(**client_options(settings))
-    await asyncio.wait_for(admin.start(), ADMIN_DEADLINE_S)
-    try:
+def partition_for(key: str | bytes, partitions: int) -> int:
+    """The partition of `partitions` that a message keyed `key` goes to (murmur2, as Java)."""
+    raw = key.encode() if isinstance(key, str) else key
+    partition: int = DefaultPartitioner()(raw, list(range(partitions)), [])
+    return partition
+
+
+async def ensure_topics(settings: Settings) -> list[str]:
+    """Create every missing topic; existing ones are left as they are. Returns those created."""
+    async with _admin(settings) as admin:
         existing = set(await asyncio.wait_for(admin.list_topics(), ADMIN_DEADLINE_S))
         missing = [
             NewTopic(
@@ -48,8 +65,47 @@ async def ensure_topics(settings: Settings) -> None:
         if missing:
             response = await asyncio.wait_for(admin.create_topics(missing), ADMIN_DEADLINE_S)
             _check_created(response.topic_errors)
+        return [topic.name for topic in missing]
+
+
+async def ready_partitions(settings: Settings) -> dict[str, int]:
+    """Partition count of each of the service's topics, once every partition has a leader
+    (a producer may then send at once)."""
+    names = list(wanted_topics(settings))
+    async with _admin(settings) as admin:
+        try:
+            async with asyncio.timeout(ADMIN_DEADLINE_S):
+                while True:
+                    counts = _led(await admin.describe_topics(names))
+                    if counts is not None:
+                        return counts
+                    await asyncio.sleep(LEADER_POLL_S)
+        except TimeoutError as exc:
+            message = f"topics {', '.join(names)} lack partitions or leaders"
+            raise BrokerUnavailableError(f"{message} after {ADMIN_DEADLINE_S:.0f} s") from exc
+
+
+@asynccontextmanager
+async def _admin(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]:
+    admin = AIOKafkaAdminClient(**client_options(settings))
+    await asyncio.wait_for(admin.start(), ADMIN_DEADLINE_S)
+    try:
+        yield admin
     finally:
         await asyncio.wait_for(admin.close(), ADMIN_DEADLINE_S)
+
+
+def _led(described: list[dict[str, Any]]) -> dict[str, int] | None:
+    """Partition counts if every topic exists and each of its partitions has a leader."""
+    counts = {}
+    for topic in described:
+        partitions = topic["partitions"]
+        if topic["error_code"] or not partitions:
+            return None
+        if any(partition["error_code"] or partition["leader"] < 0 for partition in partitions):
+            return None
+        counts[topic["topic"]] = len(partitions)
+    return counts
 
 
 def _check_created(topic_errors: list[tuple[object, ...]]) -> None:

@@ -31,6 +31,13 @@ EXTERNAL_LINKS_PER_SITE = 3
 INDEX_PAGES = 10
 """Pages linked from the site's index."""
 
+MULTIBYTE_LINE = "é€" + "😀" * 24
+"""A line of `/multibyte` text: characters of two, three and (mostly) four UTF-8 bytes, so a
+cut at an arbitrary byte offset almost always falls inside a character."""
+
+MULTIBYTE_LINES_PER_PARAGRAPH = 40
+"""Lines in one `<p>` of `/multibyte`."""
+
 
 def article_page(base_url: str, n: int) -> str:
     """`/page/{n}`: full metadata, about 20 links and filler sized by a seed of n."""
@@ -122,3 +129,16 @@ def large_page_chunks(total_bytes: int) -> Iterator[str]:
         yield part
         size, index = size + len(part), index + 1
     yield tail
+
+
+def multibyte_paragraph() -> str:
+    """The `<p>` that `/multibyte` repeats; its text is these lines joined by spaces."""
+    return "<p>" + " ".join([MULTIBYTE_LINE] * MULTIBYTE_LINES_PER_PARAGRAPH) + "</p>\n"
+
+
+def multibyte_page(total_bytes: int) -> str:
+    """`/multibyte`: paragraphs of multi-byte text, at least `total_bytes` of UTF-8."""
+    skeleton = document(title="Multi-byte text", body="")
+    part = multibyte_paragraph()
+    count = -(-(total_bytes - len(skeleton.encode())) // len(part.encode()))
+    return document(title="Multi-byte text", body=part * max(count, 1))

@@ -30,6 +30,9 @@ LARGE_DEFAULT_KB = 2_000
 LARGE_MAX_KB = 20_000
 """Largest `/large` built in memory; `/hostile/huge` streams bigger ones."""
 
+MULTIBYTE_DEFAULT_KB = 2_500
+"""Default size of `/multibyte` in KiB of UTF-8: over two default message limits."""
+
 ALLOC_DEFAULT_MB = 100
 """Default allocation of `/alloc` in MiB."""
 
@@ -100,6 +103,11 @@ async def large(request: web.Request) -> web.Response:
     return html(_pages.large_page(kb * 1024))
 
 
+async def multibyte(request: web.Request) -> web.Response:
+    kb = query_int(request, "kb", MULTIBYTE_DEFAULT_KB, 1, LARGE_MAX_KB)
+    return html(_pages.multibyte_page(kb * 1024))
+
+
 async def flaky(request: web.Request) -> web.Response:
     key = request.match_info["key"]
     failures = query_int(request, "fail", FLAKY_DEFAULT_FAILURES, 0, PAGE_MAX)
@@ -144,6 +152,7 @@ ROUTES = (
     web.get("/slow", slow),
     web.get("/slow/{key}", slow),
     web.get("/large", large),
+    web.get("/multibyte", multibyte),
     web.get("/flaky/{key}", flaky),
     web.get("/reset", reset),
     web.get("/alloc", alloc),

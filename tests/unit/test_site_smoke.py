@@ -57,6 +57,15 @@ async def test_status_route_answers_the_requested_code(site, client):
     assert "<title>Status 404</title>" in body
 
 
+async def test_multibyte_page_is_utf8_text_of_the_requested_size(site, client):
+    """/multibyte?kb=100 is at least 100 KiB of UTF-8, mostly four-byte characters."""
+    status, headers, body = await fetch(client, site.url("/multibyte?kb=100"))
+    assert status == 200
+    assert headers["Content-Type"] == "text/html; charset=utf-8"
+    assert 100 * 1024 <= len(body.encode()) < 110 * 1024
+    assert body.count("😀") > body.count("é") > 1000
+
+
 async def test_redirects_end_on_the_final_page(site, client):
     """/redirect and a three-hop chain both land on /page/1."""
     async with client.get(site.url("/redirect?to=/page/1")) as response:
