@@ -23,10 +23,24 @@ _FINE: Final = frozenset({0, TopicAlreadyExistsError.errno})
 
 def wanted_topics(settings: Settings) -> dict[str, int]:
     """Topic name -> partition count."""
-    outputs = (settings.results_topic, settings.progress_topic, settings.dead_letter_topic)
+    outputs = (
+        settings.results_topic,
+        settings.progress_topic,
+        settings.dead_letter_topic,
+        settings.control_topic,
+    )
     topics = dict.fromkeys(outputs, settings.output_partitions)
     topics[settings.requests_topic] = settings.requests_partitions
     return topics
+
+
+def topic_configs(settings: Settings, name: str) -> dict[str, str]:
+    """Configs of a topic the worker creates: the control topic is compacted (one record per
+    request_id is all a reader needs)."""
+    configs = {"max.message.bytes": str(settings.max_message_bytes + 4096)}
+    if name == settings.control_topic:
+        configs["cleanup.policy"] = "compact"
+    return configs
 
 
 async def ensure_topics(settings: Settings) -> None:
@@ -40,7 +54,7 @@ async def ensure_topics(settings: Settings) -> None:
                 name,
                 partitions,
                 settings.replication_factor,
-                topic_configs={"max.message.bytes": str(settings.max_message_bytes + 4096)},
+                topic_configs=topic_configs(settings, name),
             )
             for name, partitions in wanted_topics(settings).items()
             if name not in existing
