@@ -17,6 +17,7 @@ from service.control.registry import parse_control
 from service.errors import BrokerUnavailableError
 from service.logs import get_logger
 from service.messaging.kafka_config import client_options
+from service.messaging.metadata import partitions_of
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -96,9 +97,7 @@ class ControlReader:
 
     async def _assign(self) -> list[TopicPartition]:
         topic = self._settings.control_topic
-        found = await asyncio.wait_for(self._consumer.partitions_for_topic(topic), self._timeout_s)
-        if not found:
-            raise BrokerUnavailableError(f"topic {topic} does not exist")
+        found = await partitions_of(self._settings, topic)
         partitions = [TopicPartition(topic, p) for p in sorted(found)]
         self._consumer.assign(partitions)
         await self._consumer.seek_to_beginning(*partitions)
