@@ -240,7 +240,8 @@ class CrawlClient:
             ]
             consumer.assign([progress])
             ends = await consumer.end_offsets([progress])
-            await consumer.seek_to_beginning(progress)
+            starts = await consumer.beginning_offsets([progress])
+            consumer.seek(progress, starts[progress])  # not seek_to_beginning: it races the reset
             async with asyncio.timeout(self._settings.kafka_timeout.total_seconds()):
                 last = await self._latest_event(consumer, progress, ends[progress], request_id)
         return RequestStatus.of(request_id, last)

@@ -45,7 +45,10 @@ class ControlReader:
         self._registry = registry
         self._timeout_s = settings.kafka_timeout.total_seconds()
         self._consumer = AIOKafkaConsumer(
-            **client_options(settings), group_id=None, enable_auto_commit=False
+            **client_options(settings),
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",  # no group, no committed offset: from the beginning
         )
         self._partitions: list[TopicPartition] = []
         self._task: asyncio.Task[None] | None = None
@@ -100,7 +103,6 @@ class ControlReader:
         found = await partitions_of(self._settings, topic)
         partitions = [TopicPartition(topic, p) for p in sorted(found)]
         self._consumer.assign(partitions)
-        await self._consumer.seek_to_beginning(*partitions)
         return partitions
 
     async def _loop(self) -> None:
