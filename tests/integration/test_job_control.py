@@ -234,7 +234,7 @@ async def test_status_and_follow_from_other_processes(topics, collector, site, s
     `crawlstream follow ID --json` in another process streams the request to its end; then
     `status` reports the final counts."""
     async with CrawlClient(topics.settings()) as client:
-        await client.submit([site.url(f"/page/st-{i}") for i in range(3)], request_id="st")
+        await client.submit([site.url(f"/page/{900 + i}") for i in range(3)], request_id="st")
     code, out = await _cli(topics, "status", "st")
     assert code == 0
     assert out.strip().startswith("st: unknown")
