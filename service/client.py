@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 
 from service.contracts import (
+    CancelControl,
     CrawlOptions,
     CrawlRequest,
     EventType,
@@ -46,8 +47,9 @@ FOLLOW_TIMEOUT_S: Final = 600.0
 
 POLL_TIMEOUT_MS: Final = 500
 
-_WITH_RESULTS: Final = frozenset({EventType.COMPLETED, EventType.FAILED})
-"""Terminal events after which every URL has a result to wait for."""
+_EVERY_URL: Final = frozenset({EventType.COMPLETED, EventType.FAILED})
+"""Terminal events after which every URL has a result to wait for; after `cancelled` and
+`expired`, the results their counts add up to (none when the run crawled nothing)."""
 
 
 class FollowTimeoutError(CrawlstreamError):
@@ -76,6 +78,57 @@ class Submission:
     def __str__(self) -> str:
         where = self.source
         return f"{self.request_id} ({where.topic}[{where.partition}]@{where.offset})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestStatus:
+    """What `CrawlClient.status()` found: `state` is `unknown`, `accepted`, `running` or the
+    terminal event's type; the rest comes from the latest event of the latest run."""
+
+    request_id: str
+    state: str
+    total: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    run_id: str | None = None
+    worker: str | None = None
+    last_event_at: str | None = None
+    detail: str | None = None
+
+    @classmethod
+    def of(cls, request_id: str, last: ProgressEvent | None) -> RequestStatus:
+        if last is None:
+            return cls(request_id=request_id, state="unknown")
+        state = last.type.value
+        if not last.is_terminal and last.type != EventType.ACCEPTED:
+            state = "running"
+        return cls(
+            request_id=request_id,
+            state=state,
+            total=last.total,
+            succeeded=last.succeeded,
+            failed=last.failed,
+            cancelled=last.cancelled,
+            run_id=last.run_id,
+            worker=last.worker,
+            last_event_at=last.at.isoformat(),
+            detail=last.detail if last.is_terminal else None,
+        )
+
+    def line(self) -> str:
+        """One line for people."""
+        if self.state == "unknown":
+            return f"{self.request_id}: unknown (no event yet: queued, or never submitted)"
+        counts = (
+            f"{self.succeeded} succeeded, {self.failed} failed, {self.cancelled} cancelled "
+            f"of {self.total}"
+        )
+        end = f" ({self.detail})" if self.detail else ""
+        return (
+            f"{self.request_id}: {self.state}{end}, {counts}; worker {self.worker}, "
+            f"last event {self.last_event_at}"
+        )
 
 
 class CrawlClient:
@@ -167,6 +220,44 @@ class CrawlClient:
                 results[message.url] = message
         return [results[url] for url in dict.fromkeys(urls) if url in results]
 
+    async def cancel(self, request_id: str, reason: str | None = None) -> CancelControl:
+        """Cancel every run of `request_id`: running pages close, the rest get `cancelled`
+        results, the run ends `cancelled`. A request not yet started ends `cancelled` without
+        rendering; one already finished is left as it is. Remembered for
+        `CRAWL_CANCEL_RETENTION`: a later submission reusing the request_id is cancelled too."""
+        message = CancelControl(request_id=request_id, reason=reason)
+        await self._publisher.send_and_wait(self._settings.control_topic, request_id, dump(message))
+        return message
+
+    async def status(self, request_id: str) -> RequestStatus:
+        """The state of the latest run of `request_id`, read from the progress topic as it is
+        now; `unknown` when no event of it is there (not picked up yet, or never submitted)."""
+        async with self._follower() as consumer:
+            [progress] = [
+                tp
+                for tp in await self._partitions(request_id)
+                if tp.topic == self._settings.progress_topic
+            ]
+            consumer.assign([progress])
+            ends = await consumer.end_offsets([progress])
+            starts = await consumer.beginning_offsets([progress])
+            consumer.seek(progress, starts[progress])  # not seek_to_beginning: it races the reset
+            async with asyncio.timeout(self._settings.kafka_timeout.total_seconds()):
+                last = await self._latest_event(consumer, progress, ends[progress], request_id)
+        return RequestStatus.of(request_id, last)
+
+    async def _latest_event(
+        self, consumer: AIOKafkaConsumer, progress: TopicPartition, end: int, request_id: str
+    ) -> ProgressEvent | None:
+        last: ProgressEvent | None = None
+        key = request_id.encode()
+        while await consumer.position(progress) < end:
+            batch = await consumer.getmany(progress, timeout_ms=POLL_TIMEOUT_MS)
+            for record in batch.get(progress, []):
+                if record.key == key:
+                    last = ProgressEvent.model_validate_json(record.value)
+        return last
+
     def _follower(self) -> AIOKafkaConsumer:
         return _StartedConsumer(self._settings)
 
@@ -243,7 +334,9 @@ class _Outcome:
         terminal = self.terminal
         if terminal is None:
             return False
-        return terminal.type not in _WITH_RESULTS or len(self.seen) >= terminal.total
+        if terminal.type in _EVERY_URL:
+            return len(self.seen) >= terminal.total
+        return len(self.seen) >= terminal.succeeded + terminal.failed + terminal.cancelled
 
 
 class _Follow:

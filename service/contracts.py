@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    RootModel,
     StringConstraints,
     ValidationInfo,
     field_validator,
@@ -97,6 +98,10 @@ class CrawlOptions(_Untrusted):
     """Capture the full scrollable page instead of the viewport."""
     respect_robots: bool = False
     """Skip (result `robots`) URLs that the host's robots.txt disallows."""
+    deadline_ms: int | None = Field(default=None, ge=100)
+    """Budget of the whole request from the moment a worker accepts it (separate from the
+    per-page `timeout_ms`); when it passes, pages still running are closed, the others get
+    `deadline` results and the run ends `expired`. Clamped to `CRAWL_MAX_REQUEST_DEADLINE`."""
 
     _unique_formats = field_validator("formats", "block_resources")(_sorted_unique)
 
@@ -162,6 +167,10 @@ class ErrorCode(StrEnum):
     POISON = "poison"
     """The request record was delivered more than `CRAWL_MAX_DELIVERIES` times (each time its
     worker died); it is quarantined in the dead letters instead of being run again."""
+    CANCELLED = "cancelled"
+    """The request was cancelled (control topic) before this page finished."""
+    DEADLINE = "deadline"
+    """The request's `deadline_ms` passed before this page finished."""
 
 
 class RecordSource(BaseModel):
@@ -277,6 +286,9 @@ class ProgressEvent(BaseModel):
     total: int = Field(ge=0)
     succeeded: int = Field(ge=0)
     failed: int = Field(ge=0)
+    cancelled: int = Field(default=0, ge=0)
+    """Pages that got a `cancelled` result (not counted in `failed`); at the terminal event
+    succeeded + failed + cancelled is the number of results of the run."""
     at: datetime
     worker: str
     detail: str | None = None
@@ -293,6 +305,31 @@ class ProgressEvent(BaseModel):
         return self.type in TERMINAL_EVENTS
 
 
+MAX_REASON_CHARS: Final = 500
+"""Longest `reason` a control message may carry (it is echoed in the terminal event)."""
+
+
+class CancelControl(_Untrusted):
+    """Stop a request: running pages are closed, the others get `cancelled` results."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    type: Literal["cancel"] = "cancel"
+    request_id: RequestId
+    reason: Annotated[str, StringConstraints(max_length=MAX_REASON_CHARS)] | None = None
+    """Short, human-readable; echoed in the `detail` of the terminal `cancelled` event."""
+    at: datetime = Field(default_factory=utc_now)
+    """When the cancel was issued; it is remembered for `CRAWL_CANCEL_RETENTION` from then."""
+
+
+class ControlMessage(RootModel[Annotated[CancelControl, Field(discriminator="type")]]):
+    """A message of the compacted control topic, keyed by request_id. A discriminated union
+    on `type` (only `cancel` so far): a reader skips kinds it does not know."""
+
+
+CONTROL_KINDS: Final = frozenset({"cancel"})
+"""The `type`s of control messages this version reads."""
+
+
 def dump(message: BaseModel) -> bytes:
     """The wire form of a message: compact JSON in UTF-8."""
     return message.model_dump_json(exclude_none=False).encode()
@@ -302,6 +339,7 @@ MESSAGE_MODELS: Final[dict[str, type[BaseModel]]] = {
     "CrawlRequest": CrawlRequest,
     "PageResult": PageResult,
     "ProgressEvent": ProgressEvent,
+    "ControlMessage": ControlMessage,
 }
 
 

@@ -27,6 +27,11 @@ class Metrics:
         self.pages_in_flight = Gauge(
             "crawl_pages_in_flight", "Pages being rendered now.", registry=r
         )
+        self.browser_pages = Gauge(
+            "crawl_browser_pages_open",
+            "Pages open in Chromium now (rendering or pooled for their request's next URL).",
+            registry=r,
+        )
         self.pages_queued = Gauge("crawl_pages_queued", "Pages waiting for a slot.", registry=r)
         self.requests_in_flight = Gauge(
             "crawl_requests_in_flight", "Requests taken and not yet committed.", registry=r

@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any
 from faststream.kafka import KafkaBroker
 from faststream.specification import AsyncAPI
 
-from service.contracts import MESSAGE_MODELS, CrawlRequest, PageResult, ProgressEvent, schema_of
+from service.contracts import (
+    MESSAGE_MODELS,
+    ControlMessage,
+    CrawlRequest,
+    PageResult,
+    ProgressEvent,
+    schema_of,
+)
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -30,6 +37,14 @@ _DEAD_LETTER_NOTE = (
     "headers crawlstream-error-code, crawlstream-error-message, crawlstream-source-topic, "
     "crawlstream-source-partition, crawlstream-source-offset, crawlstream-worker and "
     "crawlstream-failed-at."
+)
+
+
+_CONTROL_NOTE = (
+    "Compacted (cleanup.policy=compact), keyed by request_id; read in full by every worker, "
+    "without a consumer group. A cancel stops the request wherever it runs and is remembered "
+    "for CRAWL_CANCEL_RETENTION; a null value (tombstone) withdraws it. Readers skip kinds of "
+    "`type` they do not know."
 )
 
 
@@ -63,6 +78,14 @@ def asyncapi_document(settings: Settings) -> dict[str, Any]:
     )
     async def crawl(request: CrawlRequest) -> None:
         """A worker: renders every URL of the request and publishes results and progress."""
+
+    @broker.subscriber(
+        settings.control_topic,
+        title="crawl-control",
+        description=_CONTROL_NOTE,
+    )
+    async def control(message: ControlMessage) -> None:
+        """Every worker: reads the whole compacted topic, without a group, and acts on cancels."""
 
     spec = AsyncAPI(
         broker, title="Crawlstream", version="1", description="Kafka-native crawl microservice."

@@ -85,6 +85,12 @@ class Settings(BaseSettings):
     """Topic the `ProgressEvent`s go to."""
     dead_letter_topic: str = "crawl.dead-letter"
     """Topic that receives requests that cannot be parsed, with headers saying why."""
+    control_topic: str = "crawl.control"
+    """Compacted topic of `ControlMessage`s (cancels), keyed by request_id; every worker reads
+    all of it."""
+    cancel_retention: Seconds = Field(default=timedelta(days=7), gt=timedelta(0))
+    """How long a cancel is remembered: a request_id cancelled longer ago runs again (after
+    that the compacted record may be deleted with a tombstone)."""
     group_id: str = "crawlstream"
     """Consumer group shared by all worker replicas."""
     static_membership: bool = False
@@ -132,6 +138,8 @@ class Settings(BaseSettings):
     """How far past its oldest unfinished request one partition may be read."""
     max_page_timeout: Seconds = timedelta(seconds=60)
     """Upper bound on a request's `timeout_ms`."""
+    max_request_deadline: Seconds = Field(default=timedelta(hours=1), gt=timedelta(0))
+    """Upper bound on a request's `deadline_ms`."""
     max_result_bytes: ByteSize = ByteSize(20_000_000)
     """Hard cap on one page's content; beyond it content is cut and `truncated` is set."""
     shutdown_grace: Seconds = timedelta(seconds=20)

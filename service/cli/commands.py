@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import signal
 import sys
 from typing import TYPE_CHECKING
@@ -45,6 +47,8 @@ async def run_submit(args: argparse.Namespace, settings: Settings) -> int:
     }
     if args.formats:
         fields["formats"] = args.formats
+    if args.deadline_ms is not None:
+        fields["deadline_ms"] = args.deadline_ms
     options = CrawlOptions.model_validate(fields)
     async with CrawlClient(settings) as client:
         submission = await client.submit(args.urls, options, request_id=args.request_id)
@@ -55,6 +59,35 @@ async def run_submit(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             return await follow_json(client, submission)
         return await follow_live(client, submission)
+
+
+async def run_cancel(args: argparse.Namespace, settings: Settings) -> int:
+    async with CrawlClient(settings) as client:
+        await client.cancel(args.request_id, args.reason)
+    print(f"{args.request_id}: cancel sent")  # noqa: T201
+    return 0
+
+
+async def run_status(args: argparse.Namespace, settings: Settings) -> int:
+    async with CrawlClient(settings) as client:
+        status = await client.status(args.request_id)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(status)))  # noqa: T201
+    else:
+        print(status.line())  # noqa: T201
+    return 0
+
+
+async def run_follow(args: argparse.Namespace, settings: Settings) -> int:
+    from service.cli.follow_view import follow_json, follow_live  # noqa: PLC0415
+
+    async with CrawlClient(settings) as client:
+        status = await client.status(args.request_id)
+        if status.state == "unknown":
+            print(f"{status.line()}; waiting for it", file=sys.stderr, flush=True)  # noqa: T201
+        if args.json:
+            return await follow_json(client, args.request_id)
+        return await follow_live(client, args.request_id)
 
 
 async def run_demo(_: argparse.Namespace, settings: Settings) -> int:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from service.client import CrawlClient, Submission
 
 
-async def follow_json(client: CrawlClient, submission: Submission) -> int:
+async def follow_json(client: CrawlClient, submission: Submission | str) -> int:
     """One message per line, as on the wire; exit 0 when the request completed."""
     last: ProgressEvent | None = None
     async for message in client.follow(submission):
@@ -27,7 +27,7 @@ async def follow_json(client: CrawlClient, submission: Submission) -> int:
 
 
 async def follow_live(
-    client: CrawlClient, submission: Submission, console: Console | None = None
+    client: CrawlClient, submission: Submission | str, console: Console | None = None
 ) -> int:
     """A progress bar while pages finish, then a summary table of the results."""
     console = console or Console()
@@ -41,24 +41,29 @@ async def follow_live(
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console) as progress:
-        bar = progress.add_task(submission.request_id, total=None, detail="waiting for a worker")
+        name = submission if isinstance(submission, str) else submission.request_id
+        bar = progress.add_task(name, total=None, detail="waiting for a worker")
         async for message in client.follow(submission):
             if isinstance(message, PageResult):
                 results.append(message)
                 continue
             last = message
-            detail = f"{message.succeeded} ok, {message.failed} failed, {message.type.value}"
+            detail = (
+                f"{message.succeeded} ok, {message.failed} failed, "
+                f"{message.cancelled} cancelled, {message.type.value}"
+            )
             progress.update(
                 bar,
                 total=message.total or None,
-                completed=message.succeeded + message.failed,
+                completed=message.succeeded + message.failed + message.cancelled,
                 detail=detail,
             )
     console.print(summary_table(results))
     if last is not None:
         console.print(
             f"[bold]{last.type.value}[/]: {last.succeeded} succeeded, "
-            f"{last.failed} failed of {last.total} (run {last.run_id[:8]})"
+            f"{last.failed} failed, {last.cancelled} cancelled of {last.total} "
+            f"(run {last.run_id[:8]})" + (f": {last.detail}" if last.detail else "")
         )
     return 0 if last is not None and last.type == EventType.COMPLETED else 1
 

@@ -1,5 +1,5 @@
-"""`crawlstream` sub-commands: worker, broker, topics, submit, demo, schemas, settings,
-dead-letter."""
+"""`crawlstream` sub-commands: worker, broker, topics, submit, cancel, status, follow, demo,
+schemas, settings, dead-letter."""
 
 from __future__ import annotations
 
@@ -45,6 +45,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     submit.add_argument("--timeout-ms", type=int, default=30_000)
     submit.add_argument("--request-id", default=None)
+    submit.add_argument("--deadline-ms", type=int, default=None, help="budget of the whole request")
+    cancel = commands.add_parser("cancel", help="cancel a request (every run of its id)")
+    cancel.add_argument("request_id", metavar="ID")
+    cancel.add_argument("--reason", default=None, help="short, shown in the terminal event")
+    status = commands.add_parser("status", help="the state of a request's latest run")
+    status.add_argument("request_id", metavar="ID")
+    status.add_argument("--json", action="store_true", help="print it as JSON")
+    follow = commands.add_parser("follow", help="stream a request submitted anywhere")
+    follow.add_argument("request_id", metavar="ID")
+    follow.add_argument("--json", action="store_true", help="print raw messages, one per line")
     demo = commands.add_parser("demo", help="broker + worker + sample site + one request")
     demo.add_argument("--keep-broker", action="store_true", help=argparse.SUPPRESS)
     schemas = commands.add_parser("schemas", help="write JSON Schemas and AsyncAPI")

@@ -73,6 +73,8 @@ class RequestContext:
     reuse_limit: int
     idle: list[Page] = field(default_factory=list)
     navigations: dict[Page, int] = field(default_factory=dict)
+    opened: set[Page] = field(default_factory=set)
+    """Pages of this context not yet closed (rendering or idle)."""
 
     @property
     def browser_alive(self) -> bool:
@@ -95,19 +97,26 @@ class RequestContext:
             if reusable and not page.is_closed():
                 self.idle.append(page)
             else:
-                self.navigations.pop(page, None)
-                await _close(page.close(), "page")
+                await self._close_page(page)
 
     async def close(self) -> None:
         await _close(self.context.close(), "context")
+        self.opened.clear()
+        self.idle.clear()
         await self.pool.release(self)
 
     async def trim(self) -> None:
         """Close the pages that wait for this request's next URL (memory is short)."""
         idle, self.idle = self.idle, []
         for page in idle:
-            self.navigations.pop(page, None)
+            await self._close_page(page)
+
+    async def _close_page(self, page: Page) -> None:
+        self.navigations.pop(page, None)
+        try:
             await _close(page.close(), "page")
+        finally:
+            self.opened.discard(page)
 
     async def _new_page(self) -> Page:
         if not self.handle.alive:
@@ -117,6 +126,7 @@ class RequestContext:
         except (PlaywrightError, TimeoutError) as exc:
             raise BrowserUnavailableError(f"cannot open a page: {exc}") from exc
         page.on("dialog", _answer_dialog)
+        self.opened.add(page)
         return page
 
 
@@ -201,6 +211,11 @@ class BrowserPool:
         """Close every idle pooled page now (in the background; tasks are kept and reaped)."""
         for context in list(self._open):
             self._spawn(context.trim())
+
+    @property
+    def open_pages(self) -> int:
+        """Pages the worker opened and has not closed, over every request's context."""
+        return sum(len(context.opened) for context in self._open)
 
     @property
     def pages_served(self) -> int:

@@ -35,7 +35,12 @@ _FINE: Final = frozenset({0, TopicAlreadyExistsError.errno})
 
 def wanted_topics(settings: Settings) -> dict[str, int]:
     """Topic name -> partition count."""
-    outputs = (settings.results_topic, settings.progress_topic, settings.dead_letter_topic)
+    outputs = (
+        settings.results_topic,
+        settings.progress_topic,
+        settings.dead_letter_topic,
+        settings.control_topic,
+    )
     return {settings.requests_topic: settings.requests_partitions} | dict.fromkeys(
         outputs, settings.output_partitions
     )
@@ -48,6 +53,15 @@ def partition_for(key: str | bytes, partitions: int) -> int:
     return partition
 
 
+def topic_configs(settings: Settings, name: str) -> dict[str, str]:
+    """Configs of a topic the service creates: the control topic is compacted (one record per
+    request_id is all a reader needs)."""
+    configs = {"max.message.bytes": str(settings.max_message_bytes + 4096)}
+    if name == settings.control_topic:
+        configs["cleanup.policy"] = "compact"
+    return configs
+
+
 async def ensure_topics(settings: Settings) -> list[str]:
     """Create every missing topic; existing ones are left as they are. Returns those created."""
     async with _admin(settings) as admin:
@@ -57,7 +71,7 @@ async def ensure_topics(settings: Settings) -> list[str]:
                 name,
                 partitions,
                 settings.replication_factor,
-                topic_configs={"max.message.bytes": str(settings.max_message_bytes + 4096)},
+                topic_configs=topic_configs(settings, name),
             )
             for name, partitions in wanted_topics(settings).items()
             if name not in existing

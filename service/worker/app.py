@@ -14,6 +14,7 @@ import structlog
 from service.backpressure import Governor, MemorySampler
 from service.backpressure.gate import MemoryGate
 from service.contracts import ErrorCode, EventType, RecordSource
+from service.control import ActiveRuns, CancelRegistry, ControlReader
 from service.crawling.browser import BrowserPool
 from service.crawling.egress_proxy import EgressProxy
 from service.crawling.robots import HttpRobotsSource, RobotsCache
@@ -36,6 +37,7 @@ from service.worker.scheduler import PageScheduler, SlotLimits
 if TYPE_CHECKING:
     from aiokafka import ConsumerRecord
 
+    from service.control import Cancel
     from service.messaging.offsets import Delivery
     from service.metrics import Metrics
     from service.settings import Settings
@@ -57,6 +59,8 @@ class Worker:
         self._stop_requested = asyncio.Event()
         self._arrivals = itertools.count()
         self._urls_per_request = float(settings.max_urls_per_request)  # until requests are seen
+        self._active = ActiveRuns()
+        """request_id -> its runs in progress here: a cancel reaches them at once."""
 
     def stop(self) -> None:
         self._stop_requested.set()
@@ -80,12 +84,14 @@ class Worker:
             )
             robots_source = await stack.enter_async_context(HttpRobotsSource(proxy.url))
             robots = await stack.enter_async_context(RobotsCache(robots_source))
+            control = await stack.enter_async_context(ControlReader(settings, self._cancels()))
             gate = await self._memory_gate(stack)
             scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))
             gate.attach(scheduler, pool)
             self._metrics.pages_pending.set_function(
                 lambda: scheduler.backlog + scheduler.in_flight
             )
+            self._metrics.browser_pages.set_function(lambda: pool.open_pages)
             self._deps = WorkerDeps(
                 settings=settings,
                 publisher=publisher,
@@ -94,6 +100,7 @@ class Worker:
                 scheduler=scheduler,
                 metrics=self._metrics,
                 robots=robots,
+                control=control,
             )
             self._consumer = RequestConsumer(
                 settings,
@@ -140,6 +147,17 @@ class Worker:
             governor=settings.memory_governor,
         )
         return gate
+
+    def _cancels(self) -> CancelRegistry:
+        """The registry the control reader fills; each cancel goes at once to its runs here."""
+        registry = CancelRegistry(self._settings.cancel_retention)
+
+        def stop_runs(cancel: Cancel) -> None:
+            if self._active.cancel(cancel):
+                log.info("request.cancelling", request_id=cancel.request_id)
+
+        registry.listen(stop_runs)
+        return registry
 
     def _intake_room(self, scheduler: PageScheduler) -> int:
         """Request records the local page backlog has room for, at the typical request size."""
@@ -196,9 +214,11 @@ class Worker:
             return
         self._urls_per_request += URLS_EWMA_WEIGHT * (len(request.urls) - self._urls_per_request)
         with structlog.contextvars.bound_contextvars(request_id=request.request_id):
-            await RequestRun(
+            run = RequestRun(
                 self._require_deps(), request, source=source, priority=priority, owned=owned
-            ).execute()
+            )
+            with self._active.running(request.request_id, run):
+                await run.execute()
 
     async def _quarantine(
         self,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from service.control import ControlReader
     from service.crawling.browser import BrowserPool
     from service.crawling.robots import RobotsCache
     from service.crawling.url_policy import UrlPolicy
@@ -26,3 +27,5 @@ class WorkerDeps:
     metrics: Metrics
     robots: RobotsCache
     """robots.txt rules per origin, fetched through the egress proxy."""
+    control: ControlReader
+    """The cancels read from the control topic."""

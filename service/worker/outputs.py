@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from service.contracts import EventType, PageResult, ProgressEvent, dump, utc_now
+from service.contracts import ErrorCode, EventType, PageResult, ProgressEvent, dump, utc_now
 from service.messaging.outbox import Outbox
 
 if TYPE_CHECKING:
@@ -52,6 +52,8 @@ class RunOutputs:
         self._seq = 0
         self.succeeded = 0
         self.failed = 0
+        self.cancelled = 0
+        """Results with error code `cancelled` (counted apart from `failed`)."""
 
     async def event(
         self,
@@ -69,6 +71,7 @@ class RunOutputs:
             total=self.total,
             succeeded=self.succeeded,
             failed=self.failed,
+            cancelled=self.cancelled,
             at=utc_now(),
             worker=self._settings.worker_name,
             detail=detail[:MAX_DETAIL_CHARS] if detail else detail,
@@ -93,6 +96,8 @@ class RunOutputs:
         )
         if result.ok:
             self.succeeded += 1
+        elif result.error is not None and result.error.code is ErrorCode.CANCELLED:
+            self.cancelled += 1
         else:
             self.failed += 1
         kind = EventType.PAGE_SUCCEEDED if result.ok else EventType.PAGE_FAILED

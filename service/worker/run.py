@@ -20,9 +20,11 @@ from service.worker.hosts import host_key
 from service.worker.outputs import RunOutputs
 from service.worker.retry import PageDeadline, RetryPolicy, retry_reason
 from service.worker.scheduler import PageTicket
+from service.worker.stop import Stop
 
 if TYPE_CHECKING:
     from service.contracts import CrawlRequest, RecordSource
+    from service.control import Cancel
     from service.crawling.browser import RequestContext
     from service.worker.deps import WorkerDeps
 
@@ -68,6 +70,25 @@ class RequestRun:
             request.options.timeout_ms / 1000, deps.settings.max_page_timeout.total_seconds()
         )
         self._retry = RetryPolicy.from_settings(deps.settings)
+        self._stop: Stop | None = None
+        self._stopped = asyncio.Event()
+
+    def cancel(self, cancel: Cancel) -> None:
+        """Stop now: close running pages, start no more; the rest get `cancelled` results."""
+        self._halt(Stop.cancelled(cancel))
+
+    def _halt(self, stop: Stop) -> None:
+        if self._stop is None:
+            self._stop = stop
+            self._stopped.set()
+            log.info("run.stopping", reason=stop.code.value, detail=stop.detail)
+
+    def _budget_s(self) -> float | None:
+        """The request's whole budget (`deadline_ms`), clamped to the worker's maximum."""
+        deadline_ms = self._request.options.deadline_ms
+        if deadline_ms is None:
+            return None
+        return min(deadline_ms / 1000, self._deps.settings.max_request_deadline.total_seconds())
 
     async def execute(self) -> None:
         """Run to the terminal event and wait until all of it is acknowledged."""
@@ -82,10 +103,20 @@ class RequestRun:
         scheduler = self._deps.scheduler
         self._pending = len(self._request.urls)
         scheduler.accept(self._pending)  # before any await: the next poll sees these pages
+        deadline: asyncio.TimerHandle | None = None
         try:
+            cancel = await self._deps.control.cancel_for(self._request.request_id)
+            if cancel is not None:
+                self.cancel(cancel)
+            budget_s = self._budget_s()
+            if budget_s is not None:
+                loop = asyncio.get_running_loop()
+                deadline = loop.call_later(budget_s, self._halt, Stop.deadline(budget_s))
             await self._outputs.event(EventType.ACCEPTED)
             await self._crawl_or_fail()
         finally:
+            if deadline is not None:
+                deadline.cancel()
             scheduler.finished(self._pending)
 
     async def _crawl_or_fail(self) -> None:
@@ -100,13 +131,35 @@ class RequestRun:
             return
         finally:
             await self._close_context()
-        await self._finish(EventType.COMPLETED, None)
+        stop = self._stop
+        if stop is None:
+            await self._finish(EventType.COMPLETED, None)
+            return
+        await self._fail_remaining(stop.code, stop.detail)
+        await self._finish(stop.terminal, stop.detail)
 
     async def _crawl_all(self) -> None:
+        """Every page as a task; results are published as pages finish. A stop (cancel,
+        deadline) cancels the pages still running or waiting, which closes their pages."""
+        if self._stopped.is_set():
+            return
         async with asyncio.TaskGroup() as group:
-            pages = [group.create_task(self._page(url)) for url in self._request.urls]
-            for finished in asyncio.as_completed(pages):
-                await self._publish(await finished)
+            pending = {group.create_task(self._page(url)) for url in self._request.urls}
+            stopped = group.create_task(self._stopped.wait())
+            while pending:
+                await asyncio.wait({*pending, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                for finished in [task for task in pending if task.done()]:
+                    pending.discard(finished)
+                    await self._publish(finished.result())
+                    self._deps.scheduler.finished()
+                    self._pending -= 1
+                if stopped.done():
+                    break
+            for task in (*pending, stopped):
+                task.cancel()
+        for late in pending:  # finished before it could be cancelled: it keeps its result
+            if not late.cancelled():
+                await self._publish(late.result())
                 self._deps.scheduler.finished()
                 self._pending -= 1
 
@@ -126,6 +179,7 @@ class RequestRun:
             total=self._outputs.total,
             succeeded=self._outputs.succeeded,
             failed=self._outputs.failed,
+            cancelled=self._outputs.cancelled,
         )
 
     async def fail_all(self, code: ErrorCode, message: str) -> None:

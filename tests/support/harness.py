@@ -50,6 +50,10 @@ class Topics:
     def dead_letter(self) -> str:
         return f"{self.prefix}.dead-letter"
 
+    @property
+    def control(self) -> str:
+        return f"{self.prefix}.control"
+
     def env(self, **overrides: str) -> dict[str, str]:
         base = {
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
@@ -57,6 +61,7 @@ class Topics:
             "CRAWL_RESULTS_TOPIC": self.results,
             "CRAWL_PROGRESS_TOPIC": self.progress,
             "CRAWL_DEAD_LETTER_TOPIC": self.dead_letter,
+            "CRAWL_CONTROL_TOPIC": self.control,
             "CRAWL_GROUP_ID": f"{self.prefix}-group",
             "CRAWL_REQUESTS_PARTITIONS": "4",
             "CRAWL_OUTPUT_PARTITIONS": "4",
@@ -74,6 +79,7 @@ class Topics:
             "results_topic": self.results,
             "progress_topic": self.progress,
             "dead_letter_topic": self.dead_letter,
+            "control_topic": self.control,
             "group_id": env["CRAWL_GROUP_ID"],
             "requests_partitions": 4,
             "output_partitions": 4,
@@ -229,7 +235,7 @@ async def wait_for_leaders(topics: Topics) -> None:
     """Wait until every partition of the test's topics has a leader: a reader that starts on
     a partition still being created gets NotLeaderForPartition and may miss its start."""
     client = AIOKafkaClient(bootstrap_servers=topics.bootstrap)
-    names = (topics.requests, topics.results, topics.progress, topics.dead_letter)
+    names = (topics.requests, topics.results, topics.progress, topics.dead_letter, topics.control)
     try:
         await client.bootstrap()
         async with asyncio.timeout(LEADERS_DEADLINE_S):

@@ -43,5 +43,6 @@ def test_wanted_topics_lists_the_requests_topic_first_with_the_configured_counts
         "crawl.results": 5,
         "crawl.progress": 5,
         "crawl.dead-letter": 5,
+        "crawl.control": 5,
     }
     assert next(iter(wanted_topics(settings))) == "crawl.requests"

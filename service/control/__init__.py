@@ -1,0 +1,19 @@
+"""Job control: cancels from the compacted control topic, and the runs they stop.
+
+A pure core (`CancelRegistry`, `ActiveRuns`, `parse_control`) and a thin I/O shell
+(`ControlReader`, a group-less consumer of every partition of the control topic).
+"""
+
+from service.control.active import ActiveRuns, Stoppable
+from service.control.reader import ControlReader
+from service.control.registry import Cancel, CancelRegistry, ControlAction, parse_control
+
+__all__ = [
+    "ActiveRuns",
+    "Cancel",
+    "CancelRegistry",
+    "ControlAction",
+    "ControlReader",
+    "Stoppable",
+    "parse_control",
+]

@@ -1,0 +1,145 @@
+"""Reads the whole control topic, from the beginning and all the time, into a registry.
+
+A group-less consumer of its own: it runs whatever the requests consumer does (paused for
+memory, rebalancing, draining), so a cancel reaches a running request within a poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Final, Self
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from service.control.registry import parse_control
+from service.errors import BrokerUnavailableError
+from service.logs import get_logger
+from service.messaging.kafka_config import client_options
+from service.messaging.metadata import partitions_of
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from aiokafka import ConsumerRecord
+
+    from service.control.registry import Cancel, CancelRegistry
+    from service.settings import Settings
+
+log = get_logger(__name__)
+
+POLL_TIMEOUT_MS: Final = 100
+"""How long one poll of the control topic waits; bounds how late a cancel is seen."""
+
+PRUNE_INTERVAL_S: Final = 60.0
+"""How often cancels past retention are forgotten."""
+
+
+class ControlReader:
+    """Feeds every control record to the registry; an async context manager that returns
+    once the topic has been read up to its end as of start."""
+
+    def __init__(self, settings: Settings, registry: CancelRegistry) -> None:
+        self._settings = settings
+        self._registry = registry
+        self._timeout_s = settings.kafka_timeout.total_seconds()
+        self._consumer = AIOKafkaConsumer(
+            **client_options(settings),
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",  # no group, no committed offset: from the beginning
+        )
+        self._partitions: list[TopicPartition] = []
+        self._task: asyncio.Task[None] | None = None
+        self._positions: dict[TopicPartition, int] = {}
+        self._progress = asyncio.Condition()
+        """Notified after each poll, with `_positions` updated."""
+
+    async def __aenter__(self) -> Self:
+        try:
+            await asyncio.wait_for(self._consumer.start(), self._timeout_s)
+            self._partitions = await self._assign()
+        except (KafkaError, TimeoutError, OSError) as exc:
+            await self._consumer.stop()
+            raise BrokerUnavailableError(f"cannot read the control topic: {exc}") from exc
+        self._task = asyncio.create_task(self._loop())
+        await self.sync(self._timeout_s)
+        log.info("control.ready", cancels=len(self._registry))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
+
+    async def cancel_for(self, request_id: str) -> Cancel | None:
+        """The request's cancel, after reading every control record produced until now (a
+        cancel produced just before its request is not missed)."""
+        try:
+            await self.sync(self._timeout_s)
+        except (KafkaError, TimeoutError) as exc:
+            log.warning("control.sync_failed", error=repr(exc))
+        return self._registry.lookup(request_id)
+
+    async def sync(self, deadline_s: float) -> None:
+        """Wait until everything produced to the control topic before this call was read."""
+        async with asyncio.timeout(deadline_s):
+            ends = await self._consumer.end_offsets(self._partitions)
+            async with self._progress:
+                await self._progress.wait_for(
+                    lambda: all(self._positions.get(tp, -1) >= end for tp, end in ends.items())
+                )
+
+    async def _assign(self) -> list[TopicPartition]:
+        topic = self._settings.control_topic
+        found = await partitions_of(self._settings, topic)
+        partitions = [TopicPartition(topic, p) for p in sorted(found)]
+        self._consumer.assign(partitions)
+        return partitions
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_prune = loop.time() + PRUNE_INTERVAL_S
+        while True:
+            try:
+                batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
+            except KafkaError as exc:  # loop boundary: the reader keeps reading
+                log.warning("control.poll_failed", error=repr(exc))
+                await asyncio.sleep(POLL_TIMEOUT_MS / 1000)
+                continue
+            for records in batch.values():
+                for record in records:
+                    self._take(record)
+            await self._advanced()
+            if loop.time() >= next_prune:
+                self._registry.prune()
+                next_prune = loop.time() + PRUNE_INTERVAL_S
+
+    async def _advanced(self) -> None:
+        """Note where each partition is read to, and wake callers of `sync`."""
+        for tp in self._partitions:
+            self._positions[tp] = await self._consumer.position(tp)
+        async with self._progress:
+            self._progress.notify_all()
+
+    def _take(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        action = parse_control(record.key, record.value)
+        if action.skip is not None:
+            log.warning(
+                "control.skipped",
+                reason=action.skip,
+                partition=record.partition,
+                offset=record.offset,
+            )
+            return
+        cancel = self._registry.apply(action)
+        if cancel is not None:
+            log.info("control.cancel", request_id=cancel.request_id, reason=cancel.reason)
