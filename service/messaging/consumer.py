@@ -158,6 +158,8 @@ class RequestConsumer:
                 if delivery.verdict is Verdict.SKIP:
                     self._metrics.records_skipped.inc()
                     log.info("request.skipped", partition=tp.partition, offset=record.offset)
+                elif delivery.verdict is Verdict.RUNNING:
+                    log.info("request.refetched", partition=tp.partition, offset=record.offset)
                 else:
                     started.append((tp, record, delivery))
         if started:

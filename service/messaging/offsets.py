@@ -39,6 +39,8 @@ class Verdict(StrEnum):
     """A previous owner finished it (it is above the committed position)."""
     POISON = "poison"
     """Delivered more than the allowed times: quarantine it instead of running it."""
+    RUNNING = "running"
+    """Fetched again while it still runs here (a re-fetch after a rebalance): ignore it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,8 @@ class OffsetTracker:
         state.next_offset = max(offset + 1, state.next_offset or 0)
         if offset in state.done:
             return Delivery(Verdict.SKIP, 0)
+        if offset in state.in_flight:
+            return Delivery(Verdict.RUNNING, state.deliveries.get(offset, 0))
         count = state.deliveries.get(offset, 0) + 1
         state.deliveries[offset] = count
         state.in_flight.add(offset)

@@ -127,3 +127,12 @@ def test_metadata_stays_within_the_brokers_limit():
     text = encode_metadata(0, done, deliveries)
     assert len(text) <= MAX_METADATA_CHARS
     assert decode_metadata(text, 0) == (done, deliveries)
+
+
+def test_a_record_fetched_again_while_it_runs_is_not_started_twice():
+    """A re-fetch of an offset still in flight here is ignored and not counted."""
+    tracker = OffsetTracker()
+    assert tracker.delivered(P0, 4).verdict is Verdict.RUN
+    again = tracker.delivered(P0, 4)
+    assert (again.verdict, again.count) == (Verdict.RUNNING, 1)
+    assert tracker.in_flight(P0) == 1
