@@ -71,7 +71,11 @@ class MemoryGate:
         in_flight = scheduler.in_flight if scheduler else 0
         backlog = scheduler.intake_backlog if scheduler else 0
         paused = self._governor.should_pause(
-            self._snapshot, in_flight, backlog, self._backlog_capacity
+            self._snapshot,
+            in_flight,
+            backlog,
+            self._backlog_capacity,
+            startable=scheduler.startable if scheduler else True,
         )
         if paused != self._paused:
             self._paused = paused

@@ -224,12 +224,24 @@ class Governor:
         return Admission(admitted=True, reason=AdmissionReason.HEADROOM)
 
     def should_pause(
-        self, snapshot: MemorySnapshot, in_flight: int, backlog: int, backlog_capacity: int
+        self,
+        snapshot: MemorySnapshot,
+        in_flight: int,
+        backlog: int,
+        backlog_capacity: int,
+        *,
+        startable: bool = True,
     ) -> bool:
-        """Whether the partitions should be paused now (remembers the answer: hysteresis)."""
+        """Whether the partitions should be paused now (remembers the answer: hysteresis).
+
+        `startable`: some waiting page could start if memory admitted it (False when every
+        waiting page waits for its host's limit): a full backlog then pauses too.
+        """
         starving = backlog == 0 and in_flight < self._limit.floor
         if self._pause_reason is None and not starving:
-            self._pause_reason = self._pause_cause(snapshot, in_flight, backlog, backlog_capacity)
+            self._pause_reason = self._pause_cause(
+                snapshot, in_flight, backlog, backlog_capacity, startable=startable
+            )
             if self._pause_reason is not None:
                 self._pause_count += 1
         elif starving or self._recovered(snapshot, backlog, backlog_capacity):
@@ -266,11 +278,18 @@ class Governor:
         return snapshot.headroom_bytes >= needed
 
     def _pause_cause(
-        self, snapshot: MemorySnapshot, in_flight: int, backlog: int, backlog_capacity: int
+        self,
+        snapshot: MemorySnapshot,
+        in_flight: int,
+        backlog: int,
+        backlog_capacity: int,
+        *,
+        startable: bool,
     ) -> PauseReason | None:
         if self._t.level(snapshot) >= Level.HIGH:
             return PauseReason.MEMORY
-        if backlog >= backlog_capacity and not self.admit(snapshot, in_flight):
+        stuck = not startable or not self.admit(snapshot, in_flight)
+        if backlog >= backlog_capacity and stuck:
             return PauseReason.BACKLOG
         return None
 

@@ -92,7 +92,7 @@ async def ready_partitions(settings: Settings) -> dict[str, int]:
                 while True:
                     counts = _led(await admin.describe_topics(names))
                     if counts is not None:
-                        return counts
+                        return {name: counts[name] for name in names}  # in the settings' order
                     await asyncio.sleep(LEADER_POLL_S)
         except TimeoutError as exc:
             message = f"topics {', '.join(names)} lack partitions or leaders"

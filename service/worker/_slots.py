@@ -147,6 +147,11 @@ class SlotQueue(Generic[T]):
         self._by_host[entry.ticket.host] += 1
         return entry
 
+    @property
+    def startable(self) -> bool:
+        """A waiting page could take a free slot now (its host has room); memory aside."""
+        return (self._first_handed_back() or self._first(share=False)) is not None
+
     def done(self, ticket: PageTicket) -> None:
         """A page that was popped stopped running."""
         for counter, key in ((self._by_request, ticket.request), (self._by_host, ticket.host)):

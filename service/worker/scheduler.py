@@ -78,6 +78,11 @@ class PageScheduler:
         return max(self.backlog - self._queue.overtakable, 0)
 
     @property
+    def startable(self) -> bool:
+        """A waiting page could start if the gate admitted one (its host has room)."""
+        return self._queue.startable
+
+    @property
     def in_flight(self) -> int:
         return self._queue.running
 

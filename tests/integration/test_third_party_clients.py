@@ -136,7 +136,13 @@ async def test_the_readme_kcat_lines_work_as_written(fresh_broker, tmp_path):
     assert seen[0].source.partition == key_partition  # where murmur2_random put the request
     assert partitions.stdout.decode().split() == [
         text
-        for topic in ("crawl.requests", "crawl.results", "crawl.progress", "crawl.dead-letter")
+        for topic in (
+            "crawl.requests",
+            "crawl.results",
+            "crawl.progress",
+            "crawl.dead-letter",
+            "crawl.control",
+        )
         for text in (topic, str(key_partition))
     ]
     [result] = results
@@ -155,7 +161,7 @@ async def test_topics_create_makes_the_topics_a_producer_can_write_at_once(kafka
     crawlstream = f"{shlex.quote(sys.executable)} -m service topics"
     first = await run(f"{crawlstream} create", topics.env(), REPO)
     assert first.returncode == 0, first.stderr
-    names = [topics.requests, topics.results, topics.progress, topics.dead_letter]
+    names = [topics.requests, topics.results, topics.progress, topics.dead_letter, topics.control]
     assert first.lines == [f"{name}\t4 partitions\tcreated" for name in names]
     produce = f"echo 'r-1|{{}}' | {kcat} -P -b {kafka} -t {topics.requests} -K '|'"
     produced = await run(produce, {}, tmp_path)

@@ -293,3 +293,14 @@ def test_from_settings_uses_the_slots_margin_ratios_cost_and_recycle_thresholds(
     assert (gov.limit, gov.page_cost_bytes) == (2, 80 * MIB)
     assert gov.level(snap(0.8 * LIMIT_MIB)) is Level.HIGH
     assert gov.should_recycle_browser(10, 0)
+
+
+def test_a_full_backlog_pauses_when_every_waiting_page_waits_for_its_host():
+    """Memory would admit more pages, but every waiting page waits for its host's limit:
+    nothing can start, so a full backlog pauses intake (before, the worker kept taking
+    requests of that host: 200 pages for a bound of 40)."""
+    gov = governor()
+    calm = snap(0.1 * LIMIT_MIB)
+    assert gov.admit(calm, 0)
+    assert not gov.should_pause(calm, in_flight=0, backlog=40, backlog_capacity=40)
+    assert gov.should_pause(calm, in_flight=0, backlog=40, backlog_capacity=40, startable=False)
