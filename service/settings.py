@@ -158,9 +158,15 @@ class Settings(BaseSettings):
 
     # --- URL policy ----------------------------------------------------------------------
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    """Comma-separated `host[:port]` entries exempt from the private-address block."""
+    """Comma-separated `host[:port]` entries exempt from the private-address block and the
+    egress-port rule: `host:port` opens that port of that host, a bare `host` all its ports."""
     block_private_addresses: bool = True
     """Block targets that resolve to loopback, private, link-local or reserved addresses."""
+    egress_ports: Annotated[list[Annotated[int, Field(ge=1, le=65535)]], NoDecode] = Field(
+        default_factory=lambda: [80, 443]
+    )
+    """Comma-separated ports the crawler reaches on any host (page URLs and the egress proxy's
+    CONNECT and plain requests alike); other ports only through `CRAWL_ALLOWED_HOSTS`."""
 
     # --- Memory --------------------------------------------------------------------------
     memory_limit: ByteSize | None = None
@@ -202,6 +208,13 @@ class Settings(BaseSettings):
     def _split_hosts(cls, value: object) -> object:
         if isinstance(value, str):
             return [part.strip().lower() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("egress_ports", mode="before")
+    @classmethod
+    def _split_ports(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
 

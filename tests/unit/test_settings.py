@@ -31,3 +31,27 @@ def test_environment_values_are_parsed(monkeypatch):
     assert settings.allowed_hosts == ["127.0.0.1:8080", "example.org"]
     assert settings.shutdown_grace == timedelta(seconds=2.5)
     assert settings.memory_limit == 2**30
+
+
+def test_egress_defaults_and_lists(monkeypatch):
+    """The crawler reaches ports 80 and 443 unless told."""
+    settings = load_settings()
+    assert settings.egress_ports == [80, 443]
+    monkeypatch.setenv("CRAWL_EGRESS_PORTS", "80, 443,8080")
+    settings = load_settings()
+    assert settings.egress_ports == [80, 443, 8080]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("CRAWL_EGRESS_PORTS", "0"),
+        ("CRAWL_EGRESS_PORTS", "80,65536"),
+        ("CRAWL_EGRESS_PORTS", "smtp"),
+    ],
+)
+def test_bad_egress_values_name_their_variable(monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings()
+    assert str(caught.value).startswith(f"{variable}: ")

@@ -309,3 +309,26 @@ async def test_the_port_is_unavailable_outside_the_context():
     running = EgressProxy(UrlPolicy.create())
     with pytest.raises(RuntimeError):
         _ = running.port
+
+
+async def test_a_connect_to_a_port_that_is_not_an_egress_port_is_refused_before_connecting(
+    proxy, blocked_log, monkeypatch
+):
+    """`CONNECT 93.184.216.34:25` (a public address, SMTP) gets 403 naming the port, and no
+    connection is even tried."""
+    attempts: list[object] = []
+
+    async def record(*args: object) -> None:
+        attempts.append(args)
+        raise AssertionError("the proxy tried to connect")
+
+    monkeypatch.setattr("service.crawling.egress_proxy.open_upstream", record)
+    for request_bytes in (connect("93.184.216.34:25"), get("http://93.184.216.34:25/")):
+        reply, _ = await exchange(proxy.port, request_bytes)
+        assert reply.status == 403
+        assert reply.headers["x-crawlstream-blocked"] == "port 25 is not an egress port"
+    assert attempts == []
+    assert [target for target, _ in blocked_log] == [
+        "93.184.216.34:25",
+        "http://93.184.216.34:25/",
+    ]
