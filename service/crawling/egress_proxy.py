@@ -1,16 +1,22 @@
 """The HTTP forward proxy every browser request goes through, so the URL policy sees them all.
 
+It is closed: only this worker's clients can use it. Every request head must carry the
+worker's random credential (`Proxy-Authorization: Basic ...`, handed to Chromium through
+Playwright's proxy settings and to the robots.txt fetcher), or the answer is 407; targets are
+reached only on the egress ports (80 and 443 unless configured) or a port the allowlist opens.
+
 Chromium is launched with `--proxy-server=http://127.0.0.1:<port>` and
-`--proxy-bypass-list=<-loopback>` (Playwright: `proxy={"server": ..., "bypass": "<-loopback>"}`),
-so first navigations, redirects, subresources, fetch/XHR and WebSockets all arrive here, even
-those to loopback. For each request the proxy checks the target, resolves it once and connects
-to exactly the address it checked (no DNS-rebinding gap), then relays bytes both ways:
+`--proxy-bypass-list=<-loopback>` (Playwright: `proxy={"server": ..., "bypass": "<-loopback>",
+"username": ..., "password": ...}`), so first navigations, redirects, subresources, fetch/XHR
+and WebSockets all arrive here, even those to loopback. For each request the proxy checks the
+target, resolves it once and connects to exactly the address it checked (no DNS-rebinding
+gap), then relays bytes both ways:
 `CONNECT host:port` tunnels (https, wss) and absolute-form plain HTTP requests (the head is
 rewritten to origin-form with `Connection: close`; WebSocket upgrades are relayed as well).
 
 Refusals are answers the browser can show: 403 with `X-Crawlstream-Blocked: <reason>` for a
 blocked target; 502 with `X-Crawlstream-Error: dns|connection|timeout` for one that cannot be
-reached; 400 for anything that is not a proxy request.
+reached; 400 for anything that is not a proxy request; 407 without the credential.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Self
 
 from service.crawling import _proxy_replies as replies
+from service.crawling._proxy_auth import REALM, ProxyAccess, ProxyCredential
 from service.crawling._proxy_head import (
     HEAD_END,
     BadRequestError,
@@ -41,7 +48,14 @@ if TYPE_CHECKING:
     from service.crawling._ip_ranges import IPAddress
     from service.crawling.url_policy import UrlPolicy
 
-__all__ = ["BLOCKED_HEADER", "ERROR_HEADER", "EgressProxy", "ProxyTimeouts"]
+__all__ = [
+    "BLOCKED_HEADER",
+    "ERROR_HEADER",
+    "EgressProxy",
+    "ProxyAccess",
+    "ProxyCredential",
+    "ProxyTimeouts",
+]
 
 BLOCKED_HEADER: Final = replies.BLOCKED_HEADER
 ERROR_HEADER: Final = replies.ERROR_HEADER
@@ -78,7 +92,8 @@ class _Target:
 
 
 class EgressProxy:
-    """`async with EgressProxy(policy) as proxy:` serves on `127.0.0.1:{proxy.port}`.
+    """`async with EgressProxy(policy) as proxy:` serves on `127.0.0.1:{proxy.port}` to the
+    holders of `proxy.access` (its address and credential).
 
     `on_blocked(target, reason)` is called for every refused target: the absolute URL of a
     plain request, `host:port` of a CONNECT (where the browser shows only a network error).
@@ -90,11 +105,13 @@ class EgressProxy:
         *,
         host: str = LOOPBACK,
         port: int = 0,
+        credential: ProxyCredential | None = None,
         on_blocked: Callable[[str, str], None] | None = None,
         timeouts: ProxyTimeouts | None = None,
     ) -> None:
         self._policy = policy
         self._bind = (host, port)
+        self._credential = credential or ProxyCredential.generate()
         self._on_blocked = on_blocked
         self._timeouts = timeouts or ProxyTimeouts()
         self._server: asyncio.Server | None = None
@@ -102,6 +119,8 @@ class EgressProxy:
         self._closing = False
         self.blocked_total = 0
         """Requests refused by the policy since start."""
+        self.unauthorized_total = 0
+        """Requests answered 407 (no or a wrong credential) since start."""
 
     @property
     def port(self) -> int:
@@ -114,6 +133,11 @@ class EgressProxy:
     def url(self) -> str:
         """`http://127.0.0.1:<port>`: the browser's proxy server."""
         return f"http://{self._bind[0]}:{self.port}"
+
+    @property
+    def access(self) -> ProxyAccess:
+        """What a client of this worker needs to use the proxy; pass it on, never log it."""
+        return ProxyAccess(url=self.url, credential=self._credential)
 
     @property
     def active_connections(self) -> int:
@@ -143,7 +167,11 @@ class EgressProxy:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._timeouts.reply_s):
                     await self._server.wait_closed()
-        log.info("proxy.stopped", blocked_total=self.blocked_total)
+        log.info(
+            "proxy.stopped",
+            blocked_total=self.blocked_total,
+            unauthorized_total=self.unauthorized_total,
+        )
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -167,6 +195,10 @@ class EgressProxy:
     async def _handle(self, client: Stream) -> None:
         head = await self._read_head(client)
         if head is None:
+            return
+        if not self._credential.admits(head.header("proxy-authorization")):
+            self.unauthorized_total += 1
+            await self._send(client, replies.unauthorized(REALM))
             return
         try:
             target = _target_of(head, self._policy)

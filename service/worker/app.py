@@ -74,11 +74,11 @@ class Worker:
             pool = await stack.enter_async_context(
                 BrowserPool(
                     settings,
-                    proxy_server=proxy.url,
+                    proxy=proxy.access,
                     on_restart=lambda reason: restarts.labels(reason).inc(),
                 )
             )
-            robots_source = await stack.enter_async_context(HttpRobotsSource(proxy.url))
+            robots_source = await stack.enter_async_context(HttpRobotsSource(proxy.access))
             robots = await stack.enter_async_context(RobotsCache(robots_source))
             gate = await self._memory_gate(stack)
             scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))

@@ -3,9 +3,11 @@ serves only its own worker's browser."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 
+import aiohttp
 import pytest
 from harness import produce
 from listeners import ipv6_loopback_available, listening, local_ipv4_addresses, mdns_queries
@@ -13,6 +15,9 @@ from listeners import ipv6_loopback_available, listening, local_ipv4_addresses, 
 from service.contracts import CrawlOptions, CrawlRequest, dump
 
 pytestmark = pytest.mark.integration
+
+DEADLINE_S = 10.0
+"""Longest wait for one answer of the proxy."""
 
 
 def _request(request_id: str, urls: list[str], **options: object) -> tuple[bytes, bytes]:
@@ -63,3 +68,40 @@ async def test_webrtc_sends_no_packet_to_any_address_the_policy_forbids(
         assert result.ok, result.error
         for target in targets:  # every peer connection finished gathering, none threw
             assert f"{target}: 0 local candidates" in (result.text or ""), result.text
+
+
+async def _proxy_port(worker) -> int:
+    started = await worker.wait_for_log("proxy.started", deadline_s=10)
+    return int(started["port"])
+
+
+async def _raw_exchange(port: int, request: bytes) -> bytes:
+    """The status line the proxy answers `request` with, from a plain socket."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        async with asyncio.timeout(DEADLINE_S):
+            writer.write(request)
+            return (await reader.readline()).strip()
+    finally:
+        writer.close()
+
+
+async def test_another_local_process_cannot_use_the_egress_proxy(topics, site, start_worker):
+    """From outside the worker, with no credential: a plain request to the allowlisted site,
+    a CONNECT to it and a CONNECT to port 25 of a public address all get 407; the site never
+    sees the requests."""
+    worker = await start_worker()
+    port = await _proxy_port(worker)
+    proxy = f"http://127.0.0.1:{port}"
+    before = sum(site.hits.values())
+    async with aiohttp.ClientSession() as session:
+        async with session.get(site.url("/page/7"), proxy=proxy) as response:
+            assert response.status == 407
+            assert response.headers["Proxy-Authenticate"].startswith("Basic ")
+        with pytest.raises(aiohttp.ClientHttpProxyError) as caught:
+            await session.get(f"https://127.0.0.1:{site.port}/", proxy=proxy)
+        assert caught.value.status == 407
+    smtp = b"CONNECT 93.184.216.34:25 HTTP/1.1\r\nHost: 93.184.216.34:25\r\n\r\n"
+    assert await _raw_exchange(port, smtp) == b"HTTP/1.1 407 Proxy Authentication Required"
+    assert sum(site.hits.values()) == before
+    assert all("s3cret" not in line for line in worker.log_path.read_text().splitlines())

@@ -11,10 +11,15 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
-from service.crawling.egress_proxy import EgressProxy, ProxyTimeouts
+from service.crawling.egress_proxy import EgressProxy, ProxyCredential, ProxyTimeouts
 from service.crawling.url_policy import UrlPolicy
 
 DEADLINE_S = 10.0
+
+CREDENTIAL = ProxyCredential(username="worker", password="s3cret")  # noqa: S106
+"""The credential of every proxy these tests start."""
+
+AUTH = f"Proxy-Authorization: {CREDENTIAL.header_value}"
 
 
 @dataclass
@@ -75,7 +80,9 @@ def blocked_log() -> list[tuple[str, str]]:
 async def proxy(origins, blocked_log):
     allowed, _ = origins
     policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
-    async with EgressProxy(policy, on_blocked=lambda *args: blocked_log.append(args)) as running:
+    async with EgressProxy(
+        policy, credential=CREDENTIAL, on_blocked=lambda *args: blocked_log.append(args)
+    ) as running:
         yield running
 
 
@@ -104,13 +111,19 @@ def _reply(head: bytes, rest: bytes) -> Reply:
     return Reply(status=int(status_line.split(" ")[1]), headers=headers, body=rest)
 
 
-def get(url: str, *extra: str) -> bytes:
-    lines = [f"GET {url} HTTP/1.1", "Host: ignored.example", *extra, "", ""]
+def get(url: str, *extra: str, auth: str = AUTH) -> bytes:
+    lines = [f"GET {url} HTTP/1.1", "Host: ignored.example", auth, *extra, "", ""]
     return "\r\n".join(lines).encode()
 
 
-def connect(authority: str) -> bytes:
-    return f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode()
+def connect(authority: str, auth: str = AUTH) -> bytes:
+    return f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{auth}\r\n\r\n".encode()
+
+
+def authorized(raw: bytes) -> bytes:
+    """`raw` with the credential added after its first line."""
+    line, sep, rest = raw.partition(b"\r\n")
+    return line + sep + AUTH.encode() + b"\r\n" + rest if sep else raw
 
 
 def inner_get(path: str) -> bytes:
@@ -125,7 +138,6 @@ async def test_an_allowlisted_plain_request_is_forwarded_in_origin_form(proxy, o
         get(
             f"http://127.0.0.1:{allowed.port}/page?x=1#frag",
             "Proxy-Connection: keep-alive",
-            "Proxy-Authorization: Basic c2VjcmV0",
             "X-Kept: yes",
         ),
     )
@@ -144,7 +156,7 @@ async def test_a_request_body_is_forwarded(proxy, origins):
     body = b"a" * 100_000
     head = (
         f"POST http://127.0.0.1:{allowed.port}/upload HTTP/1.1\r\n"
-        f"Host: x\r\nContent-Length: {len(body)}\r\n\r\n"
+        f"Host: x\r\n{AUTH}\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode()
     reply, _ = await exchange(proxy.port, head + body)
     assert reply.status == 200
@@ -216,7 +228,7 @@ def _unused_port() -> int:
 async def test_a_refused_connection_gets_502_connection():
     port = _unused_port()
     policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{port}"])
-    async with EgressProxy(policy) as running:
+    async with EgressProxy(policy, credential=CREDENTIAL) as running:
         reply, _ = await exchange(running.port, get(f"http://127.0.0.1:{port}/"))
     assert reply.status == 502
     assert reply.headers["x-crawlstream-error"] == "connection"
@@ -225,7 +237,9 @@ async def test_a_refused_connection_gets_502_connection():
 async def test_a_connect_past_its_deadline_gets_502_timeout(origins):
     allowed, _ = origins
     policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
-    async with EgressProxy(policy, timeouts=ProxyTimeouts(connect_s=0)) as running:
+    async with EgressProxy(
+        policy, credential=CREDENTIAL, timeouts=ProxyTimeouts(connect_s=0)
+    ) as running:
         reply, _ = await exchange(running.port, connect(f"127.0.0.1:{allowed.port}"))
     assert reply.status == 502
     assert reply.headers["x-crawlstream-error"] == "timeout"
@@ -250,7 +264,7 @@ async def test_a_connect_past_its_deadline_gets_502_timeout(origins):
     ],
 )
 async def test_garbage_gets_400_and_other_schemes_403(proxy, request_bytes, status):
-    reply, _ = await exchange(proxy.port, request_bytes)
+    reply, _ = await exchange(proxy.port, authorized(request_bytes))
     assert reply.status == status
 
 
@@ -283,7 +297,9 @@ async def test_a_websocket_upgrade_over_plain_http_is_relayed(proxy, origins):
 async def test_a_silent_tunnel_is_closed_after_the_idle_deadline(origins):
     allowed, _ = origins
     policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
-    async with EgressProxy(policy, timeouts=ProxyTimeouts(idle_s=0.2)) as running:
+    async with EgressProxy(
+        policy, credential=CREDENTIAL, timeouts=ProxyTimeouts(idle_s=0.2)
+    ) as running:
         reply, rest = await exchange(running.port, connect(f"127.0.0.1:{allowed.port}"))
         assert reply.status == 200
         assert rest == b""
@@ -293,7 +309,7 @@ async def test_leaving_the_context_cancels_open_connections(origins):
     """Open tunnels do not outlive the proxy: their tasks are cancelled and awaited."""
     allowed, _ = origins
     policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
-    async with EgressProxy(policy) as running:
+    async with EgressProxy(policy, credential=CREDENTIAL) as running:
         reader, writer = await asyncio.open_connection("127.0.0.1", running.port)
         writer.write(connect(f"127.0.0.1:{allowed.port}"))
         async with asyncio.timeout(DEADLINE_S):
@@ -311,11 +327,40 @@ async def test_the_port_is_unavailable_outside_the_context():
         _ = running.port
 
 
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET http://127.0.0.1:{port}/open HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n",
+        (  # the right user, a wrong password: worker:s
+            b"GET http://127.0.0.1:{port}/open HTTP/1.1\r\n"
+            b"Proxy-Authorization: Basic d29ya2VyOnM=\r\n\r\n"
+        ),
+        b"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nProxy-Authorization: Bearer s3cret\r\n\r\n",
+        b"CONNECT 93.184.216.34:25 HTTP/1.1\r\n\r\n",
+    ],
+)
+async def test_a_request_without_the_credential_gets_407_and_reaches_nothing(
+    proxy, origins, blocked_log, request_bytes
+):
+    """No credential (or a wrong one): a 407 challenge, before any policy verdict, and the
+    target sees nothing, not even an allowlisted one."""
+    allowed, _ = origins
+    reply, _ = await exchange(
+        proxy.port, request_bytes.replace(b"{port}", str(allowed.port).encode())
+    )
+    assert reply.status == 407
+    assert reply.headers["proxy-authenticate"] == 'Basic realm="crawlstream"'
+    assert allowed.hits == []
+    assert blocked_log == []
+    assert proxy.unauthorized_total == 1
+
+
 async def test_a_connect_to_a_port_that_is_not_an_egress_port_is_refused_before_connecting(
     proxy, blocked_log, monkeypatch
 ):
-    """`CONNECT 93.184.216.34:25` (a public address, SMTP) gets 403 naming the port, and no
-    connection is even tried."""
+    """With the credential, `CONNECT 93.184.216.34:25` (a public address, SMTP) gets 403
+    naming the port, and no connection is even tried."""
     attempts: list[object] = []
 
     async def record(*args: object) -> None:
