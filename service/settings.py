@@ -167,6 +167,11 @@ class Settings(BaseSettings):
     )
     """Comma-separated ports the crawler reaches on any host (page URLs and the egress proxy's
     CONNECT and plain requests alike); other ports only through `CRAWL_ALLOWED_HOSTS`."""
+    egress_max_connections: int = Field(default=512, ge=1)
+    """Connections the egress proxy holds at once; one more is closed at once. 512 is what
+    Chromium may open for 8 request contexts (per context at most 32 connections and 32
+    WebSockets to one proxy). A relayed connection takes 2 file descriptors: the worker warns
+    at start when its limit is below 2 per connection plus 256."""
 
     # --- Memory --------------------------------------------------------------------------
     memory_limit: ByteSize | None = None

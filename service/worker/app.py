@@ -69,7 +69,7 @@ class Worker:
         policy = UrlPolicy.from_settings(settings)
         async with contextlib.AsyncExitStack() as stack:
             publisher = await stack.enter_async_context(Publisher(settings))
-            proxy = await stack.enter_async_context(EgressProxy(policy))
+            proxy = await stack.enter_async_context(EgressProxy.from_settings(settings, policy))
             restarts = self._metrics.browser_restarts
             pool = await stack.enter_async_context(
                 BrowserPool(

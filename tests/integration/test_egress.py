@@ -9,15 +9,22 @@ import uuid
 
 import aiohttp
 import pytest
+from flood import flooding
 from harness import produce
 from listeners import ipv6_loopback_available, listening, local_ipv4_addresses, mdns_queries
 
-from service.contracts import CrawlOptions, CrawlRequest, dump
+from service.contracts import CrawlOptions, CrawlRequest, EventType, dump
 
 pytestmark = pytest.mark.integration
 
 DEADLINE_S = 10.0
 """Longest wait for one answer of the proxy."""
+
+FLOOD_DEADLINE_S = 300.0
+"""Longest the flood may take to open (or fail to open) all its connections."""
+
+MAX_LOG_LINES_GROWN = 300
+"""Lines the worker's log may grow by during the flood and the two requests."""
 
 
 def _request(request_id: str, urls: list[str], **options: object) -> tuple[bytes, bytes]:
@@ -105,3 +112,43 @@ async def test_another_local_process_cannot_use_the_egress_proxy(topics, site, s
     assert await _raw_exchange(port, smtp) == b"HTTP/1.1 407 Proxy Authentication Required"
     assert sum(site.hits.values()) == before
     assert all("s3cret" not in line for line in worker.log_path.read_text().splitlines())
+
+
+FLOOD = 25_000
+"""Connections a hostile local process opens at the proxy."""
+
+
+async def test_a_connection_flood_leaves_the_worker_crawling_with_bounded_logs(
+    topics, collector, site, start_worker
+):
+    """25,000 idle connections at the proxy from other processes (more than the worker's
+    descriptor limit here): the proxy closes those past its cap at once and says so in a few
+    log lines; a request produced during the flood completes, and once the flood ends pages
+    render again."""
+    worker = await start_worker()
+    port = await _proxy_port(worker)
+    log_lines = len(worker.log_path.read_text().splitlines())
+    async with flooding("127.0.0.1", port, FLOOD) as flood:
+        await flood.wait(f"opened:{FLOOD // 5}", FLOOD_DEADLINE_S)
+        await produce(topics, [_request("during-flood", [site.url("/page/11")])])
+        await flood.wait("done", FLOOD_DEADLINE_S)
+        await collector.wait_until(lambda seen: seen.terminal("during-flood"), deadline_s=180)
+        assert (flood.opened, flood.failed) == (FLOOD, 0)
+    [terminal] = collector.seen.terminal("during-flood")
+    assert terminal.type == EventType.COMPLETED
+    [during] = collector.seen.results_of("during-flood")
+
+    await produce(topics, [_request("after-flood", [site.url("/page/12")])])
+    await collector.wait_until(lambda seen: seen.terminal("after-flood"), deadline_s=120)
+    [after] = collector.seen.results_of("after-flood")
+    assert after.ok, after.error
+
+    assert worker.process.returncode is None
+    events = worker.events()
+    lines = worker.log_path.read_text().splitlines()
+    grown = len(lines) - log_lines
+    assert grown < MAX_LOG_LINES_GROWN, (grown, lines[-20:])
+    refused = sum(e.get("refused", 0) for e in events if e.get("event") == "proxy.saturated")
+    assert refused > 0
+    assert not [line for line in lines if "Too many open files" in line]
+    print(f"flood: {refused} refused in the log, log +{grown} lines, during: {during.error}")  # noqa: T201

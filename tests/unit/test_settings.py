@@ -34,12 +34,15 @@ def test_environment_values_are_parsed(monkeypatch):
 
 
 def test_egress_defaults_and_lists(monkeypatch):
-    """The crawler reaches ports 80 and 443 unless told."""
+    """The egress proxy serves ports 80 and 443 and holds 512 connections unless told."""
     settings = load_settings()
     assert settings.egress_ports == [80, 443]
+    assert settings.egress_max_connections == 512
     monkeypatch.setenv("CRAWL_EGRESS_PORTS", "80, 443,8080")
+    monkeypatch.setenv("CRAWL_EGRESS_MAX_CONNECTIONS", "64")
     settings = load_settings()
     assert settings.egress_ports == [80, 443, 8080]
+    assert settings.egress_max_connections == 64
 
 
 @pytest.mark.parametrize(
@@ -48,6 +51,7 @@ def test_egress_defaults_and_lists(monkeypatch):
         ("CRAWL_EGRESS_PORTS", "0"),
         ("CRAWL_EGRESS_PORTS", "80,65536"),
         ("CRAWL_EGRESS_PORTS", "smtp"),
+        ("CRAWL_EGRESS_MAX_CONNECTIONS", "0"),
     ],
 )
 def test_bad_egress_values_name_their_variable(monkeypatch, variable, value):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from aiohttp import web
+from structlog.testing import capture_logs
 
 from service.crawling.egress_proxy import EgressProxy, ProxyCredential, ProxyTimeouts
 from service.crawling.url_policy import UrlPolicy
@@ -377,3 +378,62 @@ async def test_a_connect_to_a_port_that_is_not_an_egress_port_is_refused_before_
         "93.184.216.34:25",
         "http://93.184.216.34:25/",
     ]
+
+
+async def _held(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection that sends nothing, once the proxy has taken it in."""
+    return await asyncio.open_connection("127.0.0.1", port)
+
+
+async def _closed_by_peer(reader: asyncio.StreamReader) -> bool:
+    async with asyncio.timeout(DEADLINE_S):
+        try:
+            return await reader.read() == b""
+        except ConnectionResetError:
+            return True
+
+
+async def _wait_for(condition, what: str) -> None:
+    async with asyncio.timeout(DEADLINE_S):
+        while not condition():
+            await asyncio.sleep(0.01)
+    assert condition(), what
+
+
+async def test_past_the_cap_a_connection_is_closed_at_once_with_one_log_line(origins):
+    """With 2 connections held, 50 more are each closed at once, one warning says so, and
+    once a held connection ends the next request is served."""
+    allowed, _ = origins
+    policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
+    async with EgressProxy(policy, credential=CREDENTIAL, max_connections=2) as running:
+        held = [await _held(running.port) for _ in range(2)]
+        await _wait_for(lambda: running.active_connections == 2, "both connections taken in")
+        with capture_logs() as logs:
+            for _ in range(50):
+                reader, writer = await _held(running.port)
+                assert await _closed_by_peer(reader)
+                writer.close()
+        assert running.refused_total == 50
+        saturated = [entry for entry in logs if entry["event"] == "proxy.saturated"]
+        assert [entry["refused"] for entry in saturated] == [1]
+        assert all(entry["log_level"] != "error" for entry in logs)
+
+        held[0][1].close()
+        await _wait_for(lambda: running.active_connections == 1, "a slot freed")
+        reply, _ = await exchange(running.port, get(f"http://127.0.0.1:{allowed.port}/after"))
+        assert reply.status == 200
+        for _, writer in held[1:]:
+            writer.close()
+
+
+async def test_a_connection_that_sends_no_head_is_closed_at_its_deadline_and_frees_its_slot():
+    policy = UrlPolicy.create()
+    timeouts = ProxyTimeouts(head_s=0.2)
+    async with EgressProxy(
+        policy, credential=CREDENTIAL, max_connections=1, timeouts=timeouts
+    ) as running:
+        reader, writer = await _held(running.port)
+        assert await _closed_by_peer(reader)
+        writer.close()
+        await _wait_for(lambda: running.active_connections == 0, "the slot was freed")
+        assert running.refused_total == 0
