@@ -117,7 +117,7 @@ async def test_forbidden_targets_are_blocked_everywhere(topics, collector, site,
             "b-localhost": f"http://localhost:{port}/",
             "b-metadata": "http://169.254.169.254/latest/meta-data/",
             "b-private": "http://10.0.0.1/",
-            "b-port": "http://93.184.216.34:25/",
+            "b-port": "http://93.184.216.34:8080/",  # Chromium itself refuses :25 (unsafe)
             "b-redirect": site.url(f"/hostile/private-redirect?target={private.url}/x"),
         }
         await produce(topics, [_request(rid, [url]) for rid, url in blocked.items()])
