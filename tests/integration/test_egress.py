@@ -111,7 +111,6 @@ async def test_another_local_process_cannot_use_the_egress_proxy(topics, site, s
     smtp = b"CONNECT 93.184.216.34:25 HTTP/1.1\r\nHost: 93.184.216.34:25\r\n\r\n"
     assert await _raw_exchange(port, smtp) == b"HTTP/1.1 407 Proxy Authentication Required"
     assert sum(site.hits.values()) == before
-    assert all("s3cret" not in line for line in worker.log_path.read_text().splitlines())
 
 
 FLOOD = 25_000
