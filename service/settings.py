@@ -166,9 +166,20 @@ class Settings(BaseSettings):
 
     # --- URL policy ----------------------------------------------------------------------
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    """Comma-separated `host[:port]` entries exempt from the private-address block."""
+    """Comma-separated `host[:port]` entries exempt from the private-address block and the
+    egress-port rule: `host:port` opens that port of that host, a bare `host` all its ports."""
     block_private_addresses: bool = True
     """Block targets that resolve to loopback, private, link-local or reserved addresses."""
+    egress_ports: Annotated[list[Annotated[int, Field(ge=1, le=65535)]], NoDecode] = Field(
+        default_factory=lambda: [80, 443]
+    )
+    """Comma-separated ports the crawler reaches on any host (page URLs and the egress proxy's
+    CONNECT and plain requests alike); other ports only through `CRAWL_ALLOWED_HOSTS`."""
+    egress_max_connections: int = Field(default=512, ge=1)
+    """Connections the egress proxy holds at once; one more is closed at once. 512 is what
+    Chromium may open for 8 request contexts (per context at most 32 connections and 32
+    WebSockets to one proxy). A relayed connection takes 2 file descriptors: the worker warns
+    at start when its limit is below 2 per connection plus 256."""
 
     # --- Memory --------------------------------------------------------------------------
     memory_limit: ByteSize | None = None
@@ -210,6 +221,13 @@ class Settings(BaseSettings):
     def _split_hosts(cls, value: object) -> object:
         if isinstance(value, str):
             return [part.strip().lower() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("egress_ports", mode="before")
+    @classmethod
+    def _split_ports(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
 

@@ -7,9 +7,11 @@ from service.settings import Settings, env_name
 
 def _default(name: str) -> str:
     field = Settings.model_fields[name]
-    if field.default_factory is not None:
-        return "host name and pid" if name == "worker_name" else "(empty)"
-    value = field.default
+    if name == "worker_name":
+        return "host name and pid"
+    value = field.get_default(call_default_factory=True)
+    if isinstance(value, list):
+        return f"`{','.join(map(str, value))}`" if value else "(empty)"
     if value is None:
         return "(unset)"
     if hasattr(value, "total_seconds"):

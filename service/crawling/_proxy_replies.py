@@ -16,7 +16,12 @@ MAX_HEADER_VALUE: Final = 200
 ESTABLISHED: Final = b"HTTP/1.1 200 Connection Established\r\n\r\n"
 """The answer to a CONNECT whose tunnel is open."""
 
-_REASON_PHRASES: Final = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}
+_REASON_PHRASES: Final = {
+    400: "Bad Request",
+    403: "Forbidden",
+    407: "Proxy Authentication Required",
+    502: "Bad Gateway",
+}
 
 
 def reply(status: int, body: str, *headers: tuple[str, str]) -> bytes:
@@ -45,6 +50,15 @@ def failed(code: str, detail: str) -> bytes:
         502,
         f"The crawler's egress proxy could not reach the target: {detail}",
         (ERROR_HEADER, code),
+    )
+
+
+def unauthorized(realm: str) -> bytes:
+    """The challenge to a request without this worker's credential."""
+    return reply(
+        407,
+        "This proxy serves only its own worker's browser.",
+        ("Proxy-Authenticate", f'Basic realm="{realm}"'),
     )
 
 

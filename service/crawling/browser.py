@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Final, Self
 
 from playwright.async_api import (
     Browser,
@@ -18,6 +18,7 @@ from playwright.async_api import (
     Dialog,
     Page,
     Playwright,
+    ProxySettings,
     async_playwright,
 )
 from playwright.async_api import Error as PlaywrightError
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from playwright.async_api import Route
 
     from service.contracts import CrawlOptions
+    from service.crawling._proxy_auth import ProxyAccess
     from service.settings import Settings
 
 log = get_logger(__name__)
@@ -48,6 +50,9 @@ CONTEXT_DEADLINE_S: Final = 15.0
 """How long opening a context or a page may take."""
 
 VIEWPORT: Final = {"width": 1280, "height": 800}
+
+PROXY_LOOPBACK_TOO: Final = "<-loopback>"
+"""Chromium's bypass rule that sends loopback targets through the proxy as well."""
 
 
 @dataclass(slots=True, eq=False)
@@ -137,12 +142,12 @@ class BrowserPool:
         self,
         settings: Settings,
         *,
-        proxy_server: str | None = None,
+        proxy: ProxyAccess | None = None,
         on_restart: Callable[[str], None] | None = None,
     ) -> None:
         self._settings = settings
         self._on_restart = on_restart
-        self._proxy_server = proxy_server
+        self._proxy = proxy
         self._playwright: Playwright | None = None
         self._executable: Path | None = None
         self._current: _BrowserHandle | None = None
@@ -255,16 +260,13 @@ class BrowserPool:
     async def _launch(self) -> _BrowserHandle:
         if self._playwright is None:
             raise BrowserUnavailableError("the browser pool is not started")
-        proxy: Any = (
-            {"server": self._proxy_server, "bypass": "<-loopback>"} if self._proxy_server else None
-        )
         try:
             browser = await self._playwright.chromium.launch(
                 executable_path=self._executable,
                 args=list(CHROMIUM_ARGS),
                 headless=True,
                 chromium_sandbox=False,
-                proxy=proxy,
+                proxy=_proxy_settings(self._proxy),
                 timeout=LAUNCH_DEADLINE_S * 1000,
                 handle_sigint=False,
                 handle_sigterm=False,
@@ -307,6 +309,19 @@ class BrowserPool:
         if handle is not self._current and handle.contexts == 0:
             await _close(handle.browser.close(), "browser")
             log.info("browser.closed", generation=handle.generation)
+
+
+def _proxy_settings(proxy: ProxyAccess | None) -> ProxySettings | None:
+    """Playwright's proxy settings: every request through the proxy, with its credential
+    (Playwright answers the proxy's 407 challenge; Chromium then sends it unasked)."""
+    if proxy is None:
+        return None
+    return {
+        "server": proxy.url,
+        "bypass": PROXY_LOOPBACK_TOO,
+        "username": proxy.credential.username,
+        "password": proxy.credential.password,
+    }
 
 
 def _blocking_route(blocked: set[str]) -> Callable[[Route], Awaitable[None]]:

@@ -1,26 +1,37 @@
 """The HTTP forward proxy every browser request goes through, so the URL policy sees them all.
 
+It is closed: only this worker's clients can use it. Every request head must carry the
+worker's random credential (`Proxy-Authorization: Basic ...`, handed to Chromium through
+Playwright's proxy settings and to the robots.txt fetcher), or the answer is 407; targets are
+reached only on the egress ports (80 and 443 unless configured) or a port the allowlist opens;
+at most `max_connections` connections are held at once (one more is closed at once, counted,
+and reported in one log line at most every 10 s), and each has a deadline for its request
+head and for silence while relaying.
+
 Chromium is launched with `--proxy-server=http://127.0.0.1:<port>` and
-`--proxy-bypass-list=<-loopback>` (Playwright: `proxy={"server": ..., "bypass": "<-loopback>"}`),
-so first navigations, redirects, subresources, fetch/XHR and WebSockets all arrive here, even
-those to loopback. For each request the proxy checks the target, resolves it once and connects
-to exactly the address it checked (no DNS-rebinding gap), then relays bytes both ways:
+`--proxy-bypass-list=<-loopback>` (Playwright: `proxy={"server": ..., "bypass": "<-loopback>",
+"username": ..., "password": ...}`), so first navigations, redirects, subresources, fetch/XHR
+and WebSockets all arrive here, even those to loopback. For each request the proxy checks the
+target, resolves it once and connects to exactly the address it checked (no DNS-rebinding
+gap), then relays bytes both ways:
 `CONNECT host:port` tunnels (https, wss) and absolute-form plain HTTP requests (the head is
 rewritten to origin-form with `Connection: close`; WebSocket upgrades are relayed as well).
 
 Refusals are answers the browser can show: 403 with `X-Crawlstream-Blocked: <reason>` for a
 blocked target; 502 with `X-Crawlstream-Error: dns|connection|timeout` for one that cannot be
-reached; 400 for anything that is not a proxy request.
+reached; 400 for anything that is not a proxy request; 407 without the credential.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import resource
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Self
 
 from service.crawling import _proxy_replies as replies
+from service.crawling._proxy_auth import REALM, ProxyAccess, ProxyCredential
 from service.crawling._proxy_head import (
     HEAD_END,
     BadRequestError,
@@ -30,6 +41,7 @@ from service.crawling._proxy_head import (
     parse_head,
     split_authority,
 )
+from service.crawling._proxy_slots import ConnectionSlots, descriptors_needed
 from service.crawling._tunnel import Stream, Tunnel, open_upstream
 from service.crawling.url_policy import DEFAULT_PORTS, BlockedUrlError, UnresolvableHostError
 from service.logs import get_logger
@@ -40,8 +52,16 @@ if TYPE_CHECKING:
 
     from service.crawling._ip_ranges import IPAddress
     from service.crawling.url_policy import UrlPolicy
+    from service.settings import Settings
 
-__all__ = ["BLOCKED_HEADER", "ERROR_HEADER", "EgressProxy", "ProxyTimeouts"]
+__all__ = [
+    "BLOCKED_HEADER",
+    "ERROR_HEADER",
+    "EgressProxy",
+    "ProxyAccess",
+    "ProxyCredential",
+    "ProxyTimeouts",
+]
 
 BLOCKED_HEADER: Final = replies.BLOCKED_HEADER
 ERROR_HEADER: Final = replies.ERROR_HEADER
@@ -51,6 +71,9 @@ MAX_HEAD_BYTES: Final = 64 * 1024
 
 LOOPBACK: Final = "127.0.0.1"
 
+DEFAULT_MAX_CONNECTIONS: Final = 512
+"""Connections held at once unless told otherwise (see `CRAWL_EGRESS_MAX_CONNECTIONS`)."""
+
 log = get_logger(__name__)
 
 
@@ -58,8 +81,9 @@ log = get_logger(__name__)
 class ProxyTimeouts:
     """Deadlines of the proxy's network waits, in seconds."""
 
-    head_s: float = 30.0
-    """For the browser to send a complete request head."""
+    head_s: float = 10.0
+    """For a client to send a complete request head. Chromium sends its head as soon as it is
+    connected; 10 s is also how long Chromium keeps an unused connection before closing it."""
     connect_s: float = 10.0
     """For the TCP connection to the target (all its checked addresses together)."""
     idle_s: float = 120.0
@@ -78,7 +102,8 @@ class _Target:
 
 
 class EgressProxy:
-    """`async with EgressProxy(policy) as proxy:` serves on `127.0.0.1:{proxy.port}`.
+    """`async with EgressProxy(policy) as proxy:` serves on `127.0.0.1:{proxy.port}` to the
+    holders of `proxy.access` (its address and credential).
 
     `on_blocked(target, reason)` is called for every refused target: the absolute URL of a
     plain request, `host:port` of a CONNECT (where the browser shows only a network error).
@@ -90,11 +115,15 @@ class EgressProxy:
         *,
         host: str = LOOPBACK,
         port: int = 0,
+        credential: ProxyCredential | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         on_blocked: Callable[[str, str], None] | None = None,
         timeouts: ProxyTimeouts | None = None,
     ) -> None:
         self._policy = policy
         self._bind = (host, port)
+        self._credential = credential or ProxyCredential.generate()
+        self._slots = ConnectionSlots(capacity=max_connections)
         self._on_blocked = on_blocked
         self._timeouts = timeouts or ProxyTimeouts()
         self._server: asyncio.Server | None = None
@@ -102,6 +131,12 @@ class EgressProxy:
         self._closing = False
         self.blocked_total = 0
         """Requests refused by the policy since start."""
+        self.unauthorized_total = 0
+        """Requests answered 407 (no or a wrong credential) since start."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings, policy: UrlPolicy) -> EgressProxy:
+        return cls(policy, max_connections=settings.egress_max_connections)
 
     @property
     def port(self) -> int:
@@ -116,13 +151,24 @@ class EgressProxy:
         return f"http://{self._bind[0]}:{self.port}"
 
     @property
+    def access(self) -> ProxyAccess:
+        """What a client of this worker needs to use the proxy; pass it on, never log it."""
+        return ProxyAccess(url=self.url, credential=self._credential)
+
+    @property
     def active_connections(self) -> int:
         return len(self._connections)
+
+    @property
+    def refused_total(self) -> int:
+        """Connections closed at once because `max_connections` were open."""
+        return self._slots.refused_total
 
     async def __aenter__(self) -> Self:
         host, port = self._bind
         self._server = await asyncio.start_server(self._serve, host, port, limit=MAX_HEAD_BYTES)
-        log.info("proxy.started", port=self.port)
+        log.info("proxy.started", port=self.port, max_connections=self._slots.capacity)
+        _warn_if_descriptors_short(self._slots.capacity)
         return self
 
     async def __aexit__(
@@ -143,12 +189,21 @@ class EgressProxy:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._timeouts.reply_s):
                     await self._server.wait_closed()
-        log.info("proxy.stopped", blocked_total=self.blocked_total)
+        log.info(
+            "proxy.stopped",
+            blocked_total=self.blocked_total,
+            unauthorized_total=self.unauthorized_total,
+            refused_total=self.refused_total,
+        )
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is None or self._closing:
             writer.transport.abort()
+            return
+        if not self._slots.admit():
+            writer.transport.abort()
+            self._report_refusals()
             return
         self._connections.add(task)
         client = Stream(reader=reader, writer=writer)
@@ -162,11 +217,27 @@ class EgressProxy:
             log.exception("proxy.connection_failed")
         finally:
             self._connections.discard(task)
+            self._slots.release()
             writer.close()
+            self._report_refusals()  # what was refused since the last line, once it is due
+
+    def _report_refusals(self) -> None:
+        refused = self._slots.refusals_to_report()
+        if refused:
+            log.warning(
+                "proxy.saturated",
+                refused=refused,
+                refused_total=self._slots.refused_total,
+                max_connections=self._slots.capacity,
+            )
 
     async def _handle(self, client: Stream) -> None:
         head = await self._read_head(client)
         if head is None:
+            return
+        if not self._credential.admits(head.header("proxy-authorization")):
+            self.unauthorized_total += 1
+            await self._send(client, replies.unauthorized(REALM))
             return
         try:
             target = _target_of(head, self._policy)
@@ -228,6 +299,14 @@ class EgressProxy:
                 await client.writer.drain()
         if close:
             client.writer.close()
+
+
+def _warn_if_descriptors_short(capacity: int) -> None:
+    """The cap guards the descriptor limit only if the limit holds the cap's descriptors."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = descriptors_needed(capacity)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        log.warning("proxy.descriptors_short", limit=soft, needed=needed, max_connections=capacity)
 
 
 def _target_of(head: RequestHead, policy: UrlPolicy) -> _Target:

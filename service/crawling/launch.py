@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from service.crawling.egress_proxy import LOOPBACK
 from service.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -39,6 +40,26 @@ OMNIBOX_POPUP_FEATURES: Final = (
 """Debian's Chromium opens an address-bar popup renderer per context unless these are off;
 disabling them makes a context about 2.5x cheaper."""
 
+NO_UDP_FLAG: Final = "--webrtc-ip-handling-policy=disable_non_proxied_udp"
+"""WebRTC uses no UDP at all: no STUN, no TURN over UDP, no UDP candidates or checks (TURN
+over TCP and TLS goes through the proxy, which judges it like any CONNECT). Without it, one
+page's peer connections sent 404 UDP packets straight to 127.0.0.1, 127.0.0.2, ::1 and the
+machine's own address; with it, none. This Chromium ignores the older spelling
+`--force-webrtc-ip-handling-policy`."""
+
+NO_RESOLVER_FLAG: Final = f"--host-resolver-rules=MAP * ^NOTFOUND, EXCLUDE {LOOPBACK}"
+"""Chromium resolves no name itself: every name fails at once, before DNS or mDNS (WebRTC
+otherwise resolves `stun:` hosts and `.local` candidates itself). Pages reach hosts only
+through the proxy, which resolves and checks them; the proxy's own address is left alone.
+The older `~NOTFOUND` does not work here: Chromium sends it out as an mDNS query."""
+
+NO_QUIC_FLAG: Final = "--disable-quic"
+"""No HTTP/3 for page loads. WebTransport ignores this flag; what keeps its QUIC in is the
+proxy setting (with a proxy configured, Chromium sends no WebTransport packet at all)."""
+
+EGRESS_ARGS: Final = (NO_UDP_FLAG, NO_RESOLVER_FLAG, NO_QUIC_FLAG)
+"""Flags that keep every packet of the browser inside the egress proxy."""
+
 CHROMIUM_ARGS: Final = (
     "--no-sandbox",
     "--disable-gpu",
@@ -48,8 +69,10 @@ CHROMIUM_ARGS: Final = (
     "--disable-sync",
     "--no-first-run",
     "--disable-features=" + ",".join(PLAYWRIGHT_DISABLED_FEATURES + OMNIBOX_POPUP_FEATURES),
+    *EGRESS_ARGS,
 )
-"""Flags for every launch: headless as root, and no traffic of Chromium's own."""
+"""Flags for every launch: headless as root, no traffic of Chromium's own, and no packet that
+does not go through the egress proxy."""
 
 SYSTEM_CHROMIUM_NAMES: Final = ("chromium", "chromium-browser", "google-chrome")
 

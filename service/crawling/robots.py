@@ -3,7 +3,8 @@
 `RobotsCache` keeps the parsed rules of each origin (scheme, host, port) for `ROBOTS_TTL_S`,
 at most `MAX_ORIGINS` of them (least recently used go first), and loads an origin's file once
 however many pages ask at the same moment. `HttpRobotsSource` fetches the file with aiohttp
-through the egress proxy, so the URL policy judges it (and its redirects) like any page.
+through the egress proxy (with the proxy's credential), so the URL policy judges it (and its
+redirects) like any page.
 Rules are read by `urllib.robotparser`: the group naming `crawlstream` applies, else `*`, and
 within a group the first line matching the path decides (not RFC 9309's longest match).
 
@@ -27,6 +28,7 @@ from urllib.parse import urlsplit
 from urllib.robotparser import RobotFileParser
 
 import aiohttp
+from aiohttp import hdrs
 
 from service.crawling.url_policy import DEFAULT_PORTS
 from service.logs import get_logger
@@ -34,6 +36,10 @@ from service.logs import get_logger
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import TracebackType
+
+    from aiohttp import ClientHandlerType
+
+    from service.crawling._proxy_auth import ProxyAccess
 
 __all__ = [
     "USER_AGENT",
@@ -69,6 +75,7 @@ _CHUNK_BYTES: Final = 64 * 1024
 
 _OK: Final = range(200, 300)
 _SERVER_ERROR_FROM: Final = 500
+_PROXY_AUTH_REQUIRED: Final = 407
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,10 +198,11 @@ class RobotsCache:
 
 
 class HttpRobotsSource:
-    """Fetches robots.txt with aiohttp through the egress proxy at `proxy_url`."""
+    """Fetches robots.txt with aiohttp through the egress proxy that `proxy` leads to."""
 
-    def __init__(self, proxy_url: str, *, deadline_s: float = ROBOTS_DEADLINE_S) -> None:
-        self._proxy_url = proxy_url
+    def __init__(self, proxy: ProxyAccess, *, deadline_s: float = ROBOTS_DEADLINE_S) -> None:
+        self._proxy_url = proxy.url
+        self._proxy_headers = {hdrs.PROXY_AUTHORIZATION: proxy.credential.header_value}
         self._deadline_s = deadline_s
         self._session: aiohttp.ClientSession | None = None
 
@@ -202,6 +210,7 @@ class HttpRobotsSource:
         self._session = aiohttp.ClientSession(
             headers={"User-Agent": USER_AGENT},
             timeout=aiohttp.ClientTimeout(total=self._deadline_s),
+            middlewares=(self._authorize_plain_request,),
         )
         return self
 
@@ -215,17 +224,34 @@ class HttpRobotsSource:
         if session is not None:
             await session.close()
 
+    async def _authorize_plain_request(
+        self, request: aiohttp.ClientRequest, handler: ClientHandlerType
+    ) -> aiohttp.ClientResponse:
+        """Put the credential on a plain-http request, which goes to the proxy as it is.
+
+        aiohttp sends `proxy_headers` only on a CONNECT (https); this runs for every redirect
+        hop too. Inside a tunnel the credential is never sent.
+        """
+        if not request.is_ssl():
+            request.headers.update(self._proxy_headers)
+        return await handler(request)
+
     async def fetch(self, url: str) -> RobotsFile:
         if self._session is None:
             raise RuntimeError("HttpRobotsSource is used outside its `async with`")
         try:
             async with (
                 asyncio.timeout(self._deadline_s),
-                self._session.get(url, proxy=self._proxy_url) as response,
+                self._session.get(
+                    url, proxy=self._proxy_url, proxy_headers=self._proxy_headers
+                ) as response,
             ):
                 body = await _read_capped(response)
         except (aiohttp.ClientError, TimeoutError) as exc:
             log.info("robots.unavailable", url=url, error=repr(exc))
+            return RobotsFile(status=None)
+        if response.status == _PROXY_AUTH_REQUIRED:  # our own proxy, not the site, said no
+            log.warning("robots.proxy_refused", url=url)
             return RobotsFile(status=None)
         return RobotsFile(status=response.status, text=body.decode("utf-8", errors="replace"))
 

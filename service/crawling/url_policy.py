@@ -1,9 +1,11 @@
-"""The SSRF policy: which URLs and addresses the crawler may reach.
+"""The SSRF policy: which URLs, addresses and ports the crawler may reach.
 
 Only http and https; no loopback, private, link-local, multicast or otherwise non-public
-address (numeric host spellings and IPv6 forms of IPv4 addresses included), unless the host
-is on the allowlist. `check_url` judges a URL without DNS; `resolve_and_check` resolves a
-host once and returns the addresses it checked, which are the ones to connect to.
+address (numeric host spellings and IPv6 forms of IPv4 addresses included) and no port but
+the egress ports (80 and 443 unless configured), unless the allowlist opens the target:
+`host:port` opens that port of that host, a bare `host` every port of it. `check_url` judges
+a URL without DNS; `resolve_and_check` resolves a host once and returns the addresses it
+checked, which are the ones to connect to.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ RESOLVE_DEADLINE_S: Final = 10.0
 
 DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
+DEFAULT_EGRESS_PORTS: Final = frozenset(DEFAULT_PORTS.values())
+"""Ports any public host may be reached on: the web's own."""
+
 _MAX_PORT: Final = 65535
 
 
@@ -66,6 +71,8 @@ class UrlPolicy:
     allowed: frozenset[tuple[str, int | None]] = frozenset()
     """Allowlisted (host, port) pairs; port None allows every port of the host."""
     block_private_addresses: bool = True
+    egress_ports: frozenset[int] = DEFAULT_EGRESS_PORTS
+    """Ports every host may be reached on; others only through the allowlist."""
     resolve_deadline_s: float = RESOLVE_DEADLINE_S
 
     @classmethod
@@ -73,6 +80,7 @@ class UrlPolicy:
         return cls.create(
             allowed_hosts=settings.allowed_hosts,
             block_private_addresses=settings.block_private_addresses,
+            egress_ports=settings.egress_ports,
         )
 
     @classmethod
@@ -81,12 +89,14 @@ class UrlPolicy:
         *,
         allowed_hosts: Iterable[str] = (),
         block_private_addresses: bool = True,
+        egress_ports: Iterable[int] = DEFAULT_EGRESS_PORTS,
         resolve_deadline_s: float = RESOLVE_DEADLINE_S,
     ) -> UrlPolicy:
         """A policy from `host[:port]` allowlist entries (`[v6]:port` for IPv6 with a port)."""
         return cls(
             allowed=frozenset(_allow_entry(entry) for entry in allowed_hosts),
             block_private_addresses=block_private_addresses,
+            egress_ports=frozenset(egress_ports),
             resolve_deadline_s=resolve_deadline_s,
         )
 
@@ -133,15 +143,26 @@ class UrlPolicy:
     def is_allowed(self, host: Host, port: int) -> bool:
         return (host.name, port) in self.allowed or (host.name, None) in self.allowed
 
+    def port_reason(self, host: Host, port: int) -> str | None:
+        """Why `port` of `host` may not be reached; None when it is an egress port or the
+        allowlist opens it."""
+        if port in self.egress_ports or self.is_allowed(host, port):
+            return None
+        return f"port {port} is not an egress port"
+
     def _checks(self, host: Host, port: int) -> bool:
         return self.block_private_addresses and not self.is_allowed(host, port)
 
     def _reason_without_dns(self, host: Host, port: int) -> str | None:
-        if not self._checks(host, port):
-            return None
-        if host.address is not None:
-            return forbidden_reason(host.address)
-        return "loopback (localhost name)" if host.is_localhost else None
+        """The address verdict for literals and localhost names first, then the port's."""
+        if self._checks(host, port):
+            if host.address is not None:
+                reason = forbidden_reason(host.address)
+                if reason is not None:
+                    return reason
+            elif host.is_localhost:
+                return "loopback (localhost name)"
+        return self.port_reason(host, port)
 
     async def _resolve(self, name: str, port: int) -> list[IPAddress]:
         loop = asyncio.get_running_loop()

@@ -73,16 +73,16 @@ class Worker:
         policy = UrlPolicy.from_settings(settings)
         async with contextlib.AsyncExitStack() as stack:
             publisher = await stack.enter_async_context(Publisher(settings))
-            proxy = await stack.enter_async_context(EgressProxy(policy))
+            proxy = await stack.enter_async_context(EgressProxy.from_settings(settings, policy))
             restarts = self._metrics.browser_restarts
             pool = await stack.enter_async_context(
                 BrowserPool(
                     settings,
-                    proxy_server=proxy.url,
+                    proxy=proxy.access,
                     on_restart=lambda reason: restarts.labels(reason).inc(),
                 )
             )
-            robots_source = await stack.enter_async_context(HttpRobotsSource(proxy.url))
+            robots_source = await stack.enter_async_context(HttpRobotsSource(proxy.access))
             robots = await stack.enter_async_context(RobotsCache(robots_source))
             control = await stack.enter_async_context(ControlReader(settings, self._cancels()))
             gate = await self._memory_gate(stack)

@@ -96,8 +96,9 @@ async def test_poison_messages_go_to_dead_letters_and_the_worker_keeps_going(
 
 
 async def test_forbidden_targets_are_blocked_everywhere(topics, collector, site, start_worker):
-    """Other schemes, private and numeric loopback spellings, metadata IPs, and redirects or
-    subresources towards a private server are blocked; that server receives nothing."""
+    """Other schemes, private and numeric loopback spellings, metadata IPs, a public address on
+    a port that is not an egress port, and redirects or subresources towards a private server
+    are blocked; that server receives nothing."""
     from testsite import hit_counter  # noqa: PLC0415
 
     async with hit_counter() as private:
@@ -116,6 +117,7 @@ async def test_forbidden_targets_are_blocked_everywhere(topics, collector, site,
             "b-localhost": f"http://localhost:{port}/",
             "b-metadata": "http://169.254.169.254/latest/meta-data/",
             "b-private": "http://10.0.0.1/",
+            "b-port": "http://93.184.216.34:8080/",  # Chromium itself refuses :25 (unsafe)
             "b-redirect": site.url(f"/hostile/private-redirect?target={private.url}/x"),
         }
         await produce(topics, [_request(rid, [url]) for rid, url in blocked.items()])

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 import _hostile
 import _routes
 import _state
+import _webrtc
 from _hitcounter import HitCounter, hit_counter
 from aiohttp import web
 from yarl import URL
@@ -48,6 +49,7 @@ def build_app() -> web.Application:
     _state.install(app)
     app.add_routes(_routes.ROUTES)
     app.add_routes(_hostile.ROUTES)
+    app.add_routes(_webrtc.ROUTES)
     return app
 
 

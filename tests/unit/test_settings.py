@@ -31,3 +31,31 @@ def test_environment_values_are_parsed(monkeypatch):
     assert settings.allowed_hosts == ["127.0.0.1:8080", "example.org"]
     assert settings.shutdown_grace == timedelta(seconds=2.5)
     assert settings.memory_limit == 2**30
+
+
+def test_egress_defaults_and_lists(monkeypatch):
+    """The egress proxy serves ports 80 and 443 and holds 512 connections unless told."""
+    settings = load_settings()
+    assert settings.egress_ports == [80, 443]
+    assert settings.egress_max_connections == 512
+    monkeypatch.setenv("CRAWL_EGRESS_PORTS", "80, 443,8080")
+    monkeypatch.setenv("CRAWL_EGRESS_MAX_CONNECTIONS", "64")
+    settings = load_settings()
+    assert settings.egress_ports == [80, 443, 8080]
+    assert settings.egress_max_connections == 64
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("CRAWL_EGRESS_PORTS", "0"),
+        ("CRAWL_EGRESS_PORTS", "80,65536"),
+        ("CRAWL_EGRESS_PORTS", "smtp"),
+        ("CRAWL_EGRESS_MAX_CONNECTIONS", "0"),
+    ],
+)
+def test_bad_egress_values_name_their_variable(monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings()
+    assert str(caught.value).startswith(f"{variable}: ")

@@ -10,11 +10,17 @@ from dataclasses import dataclass, field
 
 import pytest
 from aiohttp import web
+from structlog.testing import capture_logs
 
-from service.crawling.egress_proxy import EgressProxy, ProxyTimeouts
+from service.crawling.egress_proxy import EgressProxy, ProxyCredential, ProxyTimeouts
 from service.crawling.url_policy import UrlPolicy
 
 DEADLINE_S = 10.0
+
+CREDENTIAL = ProxyCredential(username="worker", password="s3cret")  # noqa: S106
+"""The credential of every proxy these tests start."""
+
+AUTH = f"Proxy-Authorization: {CREDENTIAL.header_value}"
 
 
 @dataclass
@@ -75,7 +81,9 @@ def blocked_log() -> list[tuple[str, str]]:
 async def proxy(origins, blocked_log):
     allowed, _ = origins
     policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
-    async with EgressProxy(policy, on_blocked=lambda *args: blocked_log.append(args)) as running:
+    async with EgressProxy(
+        policy, credential=CREDENTIAL, on_blocked=lambda *args: blocked_log.append(args)
+    ) as running:
         yield running
 
 
@@ -104,13 +112,19 @@ def _reply(head: bytes, rest: bytes) -> Reply:
     return Reply(status=int(status_line.split(" ")[1]), headers=headers, body=rest)
 
 
-def get(url: str, *extra: str) -> bytes:
-    lines = [f"GET {url} HTTP/1.1", "Host: ignored.example", *extra, "", ""]
+def get(url: str, *extra: str, auth: str = AUTH) -> bytes:
+    lines = [f"GET {url} HTTP/1.1", "Host: ignored.example", auth, *extra, "", ""]
     return "\r\n".join(lines).encode()
 
 
-def connect(authority: str) -> bytes:
-    return f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode()
+def connect(authority: str, auth: str = AUTH) -> bytes:
+    return f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{auth}\r\n\r\n".encode()
+
+
+def authorized(raw: bytes) -> bytes:
+    """`raw` with the credential added after its first line."""
+    line, sep, rest = raw.partition(b"\r\n")
+    return line + sep + AUTH.encode() + b"\r\n" + rest if sep else raw
 
 
 def inner_get(path: str) -> bytes:
@@ -125,7 +139,6 @@ async def test_an_allowlisted_plain_request_is_forwarded_in_origin_form(proxy, o
         get(
             f"http://127.0.0.1:{allowed.port}/page?x=1#frag",
             "Proxy-Connection: keep-alive",
-            "Proxy-Authorization: Basic c2VjcmV0",
             "X-Kept: yes",
         ),
     )
@@ -144,7 +157,7 @@ async def test_a_request_body_is_forwarded(proxy, origins):
     body = b"a" * 100_000
     head = (
         f"POST http://127.0.0.1:{allowed.port}/upload HTTP/1.1\r\n"
-        f"Host: x\r\nContent-Length: {len(body)}\r\n\r\n"
+        f"Host: x\r\n{AUTH}\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode()
     reply, _ = await exchange(proxy.port, head + body)
     assert reply.status == 200
@@ -216,7 +229,7 @@ def _unused_port() -> int:
 async def test_a_refused_connection_gets_502_connection():
     port = _unused_port()
     policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{port}"])
-    async with EgressProxy(policy) as running:
+    async with EgressProxy(policy, credential=CREDENTIAL) as running:
         reply, _ = await exchange(running.port, get(f"http://127.0.0.1:{port}/"))
     assert reply.status == 502
     assert reply.headers["x-crawlstream-error"] == "connection"
@@ -225,7 +238,9 @@ async def test_a_refused_connection_gets_502_connection():
 async def test_a_connect_past_its_deadline_gets_502_timeout(origins):
     allowed, _ = origins
     policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
-    async with EgressProxy(policy, timeouts=ProxyTimeouts(connect_s=0)) as running:
+    async with EgressProxy(
+        policy, credential=CREDENTIAL, timeouts=ProxyTimeouts(connect_s=0)
+    ) as running:
         reply, _ = await exchange(running.port, connect(f"127.0.0.1:{allowed.port}"))
     assert reply.status == 502
     assert reply.headers["x-crawlstream-error"] == "timeout"
@@ -250,7 +265,7 @@ async def test_a_connect_past_its_deadline_gets_502_timeout(origins):
     ],
 )
 async def test_garbage_gets_400_and_other_schemes_403(proxy, request_bytes, status):
-    reply, _ = await exchange(proxy.port, request_bytes)
+    reply, _ = await exchange(proxy.port, authorized(request_bytes))
     assert reply.status == status
 
 
@@ -283,7 +298,9 @@ async def test_a_websocket_upgrade_over_plain_http_is_relayed(proxy, origins):
 async def test_a_silent_tunnel_is_closed_after_the_idle_deadline(origins):
     allowed, _ = origins
     policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
-    async with EgressProxy(policy, timeouts=ProxyTimeouts(idle_s=0.2)) as running:
+    async with EgressProxy(
+        policy, credential=CREDENTIAL, timeouts=ProxyTimeouts(idle_s=0.2)
+    ) as running:
         reply, rest = await exchange(running.port, connect(f"127.0.0.1:{allowed.port}"))
         assert reply.status == 200
         assert rest == b""
@@ -293,7 +310,7 @@ async def test_leaving_the_context_cancels_open_connections(origins):
     """Open tunnels do not outlive the proxy: their tasks are cancelled and awaited."""
     allowed, _ = origins
     policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
-    async with EgressProxy(policy) as running:
+    async with EgressProxy(policy, credential=CREDENTIAL) as running:
         reader, writer = await asyncio.open_connection("127.0.0.1", running.port)
         writer.write(connect(f"127.0.0.1:{allowed.port}"))
         async with asyncio.timeout(DEADLINE_S):
@@ -309,3 +326,114 @@ async def test_the_port_is_unavailable_outside_the_context():
     running = EgressProxy(UrlPolicy.create())
     with pytest.raises(RuntimeError):
         _ = running.port
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET http://127.0.0.1:{port}/open HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n",
+        (  # the right user, a wrong password: worker:s
+            b"GET http://127.0.0.1:{port}/open HTTP/1.1\r\n"
+            b"Proxy-Authorization: Basic d29ya2VyOnM=\r\n\r\n"
+        ),
+        b"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nProxy-Authorization: Bearer s3cret\r\n\r\n",
+        b"CONNECT 93.184.216.34:25 HTTP/1.1\r\n\r\n",
+    ],
+)
+async def test_a_request_without_the_credential_gets_407_and_reaches_nothing(
+    proxy, origins, blocked_log, request_bytes
+):
+    """No credential (or a wrong one): a 407 challenge, before any policy verdict, and the
+    target sees nothing, not even an allowlisted one."""
+    allowed, _ = origins
+    reply, _ = await exchange(
+        proxy.port, request_bytes.replace(b"{port}", str(allowed.port).encode())
+    )
+    assert reply.status == 407
+    assert reply.headers["proxy-authenticate"] == 'Basic realm="crawlstream"'
+    assert allowed.hits == []
+    assert blocked_log == []
+    assert proxy.unauthorized_total == 1
+
+
+async def test_a_connect_to_a_port_that_is_not_an_egress_port_is_refused_before_connecting(
+    proxy, blocked_log, monkeypatch
+):
+    """With the credential, `CONNECT 93.184.216.34:25` (a public address, SMTP) gets 403
+    naming the port, and no connection is even tried."""
+    attempts: list[object] = []
+
+    async def record(*args: object) -> None:
+        attempts.append(args)
+        raise AssertionError("the proxy tried to connect")
+
+    monkeypatch.setattr("service.crawling.egress_proxy.open_upstream", record)
+    for request_bytes in (connect("93.184.216.34:25"), get("http://93.184.216.34:25/")):
+        reply, _ = await exchange(proxy.port, request_bytes)
+        assert reply.status == 403
+        assert reply.headers["x-crawlstream-blocked"] == "port 25 is not an egress port"
+    assert attempts == []
+    assert [target for target, _ in blocked_log] == [
+        "93.184.216.34:25",
+        "http://93.184.216.34:25/",
+    ]
+
+
+async def _held(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection that sends nothing, once the proxy has taken it in."""
+    return await asyncio.open_connection("127.0.0.1", port)
+
+
+async def _closed_by_peer(reader: asyncio.StreamReader) -> bool:
+    async with asyncio.timeout(DEADLINE_S):
+        try:
+            return await reader.read() == b""
+        except ConnectionResetError:
+            return True
+
+
+async def _wait_for(condition, what: str) -> None:
+    async with asyncio.timeout(DEADLINE_S):
+        while not condition():
+            await asyncio.sleep(0.01)
+    assert condition(), what
+
+
+async def test_past_the_cap_a_connection_is_closed_at_once_with_one_log_line(origins):
+    """With 2 connections held, 50 more are each closed at once, one warning says so, and
+    once a held connection ends the next request is served."""
+    allowed, _ = origins
+    policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{allowed.port}"])
+    async with EgressProxy(policy, credential=CREDENTIAL, max_connections=2) as running:
+        held = [await _held(running.port) for _ in range(2)]
+        await _wait_for(lambda: running.active_connections == 2, "both connections taken in")
+        with capture_logs() as logs:
+            for _ in range(50):
+                reader, writer = await _held(running.port)
+                assert await _closed_by_peer(reader)
+                writer.close()
+        assert running.refused_total == 50
+        saturated = [entry for entry in logs if entry["event"] == "proxy.saturated"]
+        assert [entry["refused"] for entry in saturated] == [1]
+        assert all(entry["log_level"] != "error" for entry in logs)
+
+        held[0][1].close()
+        await _wait_for(lambda: running.active_connections == 1, "a slot freed")
+        reply, _ = await exchange(running.port, get(f"http://127.0.0.1:{allowed.port}/after"))
+        assert reply.status == 200
+        for _, writer in held[1:]:
+            writer.close()
+
+
+async def test_a_connection_that_sends_no_head_is_closed_at_its_deadline_and_frees_its_slot():
+    policy = UrlPolicy.create()
+    timeouts = ProxyTimeouts(head_s=0.2)
+    async with EgressProxy(
+        policy, credential=CREDENTIAL, max_connections=1, timeouts=timeouts
+    ) as running:
+        reader, writer = await _held(running.port)
+        assert await _closed_by_peer(reader)
+        writer.close()
+        await _wait_for(lambda: running.active_connections == 0, "the slot was freed")
+        assert running.refused_total == 0

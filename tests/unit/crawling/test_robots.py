@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from aiohttp import web
 
-from service.crawling.egress_proxy import EgressProxy
+from service.crawling.egress_proxy import EgressProxy, ProxyAccess, ProxyCredential
 from service.crawling.robots import (
     FAILURE_TTL_S,
     ROBOTS_TTL_S,
@@ -206,7 +206,7 @@ async def test_http_source_goes_through_the_proxy_and_its_policy():
     try:
         async with (
             EgressProxy(UrlPolicy.create(allowed_hosts=allowed)) as proxy,
-            HttpRobotsSource(proxy.url, deadline_s=1.0) as source,
+            HttpRobotsSource(proxy.access, deadline_s=1.0) as source,
         ):
             found = await source.fetch(f"http://127.0.0.1:{ok}/robots.txt")
             not_found = await source.fetch(f"http://127.0.0.1:{gone}/robots.txt")
@@ -221,3 +221,65 @@ async def test_http_source_goes_through_the_proxy_and_its_policy():
     assert not_found.status == 404
     assert blocked.status == 403
     assert timed_out.status is None
+
+
+async def test_http_source_carries_the_proxy_credential_across_redirects_and_on_connect():
+    """The credential goes with every hop of a redirect to another origin, and on the CONNECT
+    of an https origin; the proxy answers no 407 and never forwards the credential."""
+    forwarded: list[str | None] = []
+
+    async def moved(request: web.Request) -> web.Response:
+        forwarded.append(request.headers.get("Proxy-Authorization"))
+        raise web.HTTPFound(f"http://127.0.0.1:{final}/robots.txt")
+
+    async def robots(request: web.Request) -> web.Response:
+        forwarded.append(request.headers.get("Proxy-Authorization"))
+        return web.Response(text=ROBOTS)
+
+    first_runner, final_runner = await _serve(moved), await _serve(robots)
+    first, final = (runner.addresses[0][1] for runner in (first_runner, final_runner))
+    tls_hellos: list[bytes] = []
+
+    async def not_tls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        tls_hellos.append(await reader.read(5))
+        writer.close()
+
+    plain = await asyncio.start_server(not_tls, "127.0.0.1", 0)
+    https_port = plain.sockets[0].getsockname()[1]
+    allowed = [f"127.0.0.1:{port}" for port in (first, final, https_port)]
+    try:
+        async with (
+            EgressProxy(UrlPolicy.create(allowed_hosts=allowed)) as proxy,
+            HttpRobotsSource(proxy.access, deadline_s=5.0) as source,
+        ):
+            redirected = await source.fetch(f"http://127.0.0.1:{first}/robots.txt")
+            tunnelled = await source.fetch(f"https://127.0.0.1:{https_port}/robots.txt")
+            unauthorized = proxy.unauthorized_total
+    finally:
+        plain.close()
+        for runner in (first_runner, final_runner):
+            await runner.cleanup()
+    assert (redirected.status, redirected.text) == (200, ROBOTS)
+    assert forwarded == [None, None]
+    assert tunnelled.status is None  # the tunnel opened; TLS failed against a plain server
+    assert [hello[:1] for hello in tls_hellos] == [b"\x16"]  # one TLS handshake got through
+    assert unauthorized == 0
+
+
+async def test_a_refusal_of_the_proxy_itself_is_no_answer_not_allow_all_for_an_hour():
+    """Should the credential ever be wrong, the proxy's 407 is not read as the site's 4xx."""
+
+    async def robots(request: web.Request) -> web.Response:
+        return web.Response(text=ROBOTS)
+
+    runner = await _serve(robots)
+    port = runner.addresses[0][1]
+    try:
+        async with EgressProxy(UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{port}"])) as proxy:
+            wrong = ProxyAccess(url=proxy.url, credential=ProxyCredential.generate())
+            async with HttpRobotsSource(wrong, deadline_s=5.0) as source:
+                answer = await source.fetch(f"http://127.0.0.1:{port}/robots.txt")
+    finally:
+        await runner.cleanup()
+    assert answer.status is None
+    assert answer.ttl_s == FAILURE_TTL_S

@@ -177,7 +177,7 @@ def test_other_schemes_and_broken_urls_are_blocked(url, reason_part):
     "url",
     [
         "http://example.com/",
-        "https://example.com:8443/path?q=1#frag",
+        "https://example.com/path?q=1#frag",
         "https://93.184.216.34/",
         "http://[2606:4700::1111]/",
         "https://xn--bcher-kva.example/",
@@ -296,3 +296,74 @@ async def test_check_target_returns_the_addresses_of_an_allowlisted_target():
     """An allowlisted literal target passes and yields the address to connect to."""
     policy = UrlPolicy.create(allowed_hosts=["127.0.0.1:8080"])
     assert [str(a) for a in await policy.check_target("http://0x7f.1:8080/x")] == ["127.0.0.1"]
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("http://example.com/", True),
+        ("https://example.com/", True),
+        ("http://example.com:443/", True),
+        ("https://93.184.216.34:80/", True),
+        ("http://example.com:25/", False),
+        ("https://example.com:8443/", False),
+        ("http://93.184.216.34:22/", False),
+        ("http://[2606:4700::1111]:6379/", False),
+    ],
+)
+def test_only_the_egress_ports_are_open_by_default(url, allowed):
+    """Ports 80 and 443 of any public host; every other port is blocked before any DNS."""
+    if allowed:
+        POLICY.check_url(url)
+    else:
+        with pytest.raises(BlockedUrlError) as caught:
+            POLICY.check_url(url)
+        assert "is not an egress port" in caught.value.reason
+
+
+@pytest.mark.parametrize(
+    ("entries", "url", "allowed"),
+    [
+        (["example.com:8443"], "https://example.com:8443/", True),
+        (["example.com:8443"], "https://example.com:8444/", False),
+        (["example.com:8443"], "https://other.example:8443/", False),
+        (["example.com"], "http://example.com:25/", True),
+        (["93.184.216.34:25"], "http://93.184.216.34:25/", True),
+        (["93.184.216.34:25"], "http://0x5db8d822:25/", True),
+    ],
+)
+def test_the_allowlist_opens_ports_for_its_own_host_only(entries, url, allowed):
+    """`host:port` opens that port of that host (any spelling of it); a bare `host` opens
+    every port of it; no entry opens a port of another host."""
+    policy = UrlPolicy.create(allowed_hosts=entries)
+    if allowed:
+        policy.check_url(url)
+    else:
+        with pytest.raises(BlockedUrlError):
+            policy.check_url(url)
+
+
+def test_the_egress_ports_replace_the_default():
+    policy = UrlPolicy.create(egress_ports=[8080])
+    policy.check_url("http://example.com:8080/")
+    with pytest.raises(BlockedUrlError):
+        policy.check_url("http://example.com/")
+
+
+async def test_a_forbidden_port_is_refused_before_dns():
+    """A name on a closed port is refused without resolving it (no DNS for a target that
+    could never be reached)."""
+    with pytest.raises(BlockedUrlError) as caught:
+        await POLICY.resolve_and_check("nonexistent.invalid", 25)
+    assert caught.value.reason == "port 25 is not an egress port"
+
+
+async def test_an_address_verdict_comes_before_the_port_verdict():
+    with pytest.raises(BlockedUrlError) as caught:
+        await POLICY.resolve_and_check("127.0.0.1", 25)
+    assert caught.value.reason == "loopback"
+
+
+def test_from_settings_reads_the_egress_ports():
+    policy = UrlPolicy.from_settings(load_settings(egress_ports="80,8080"))
+    assert policy.egress_ports == frozenset({80, 8080})

@@ -1,0 +1,153 @@
+"""Egress that nothing gets around: WebRTC sends no packet past the proxy, and the proxy
+serves only its own worker's browser."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+
+import aiohttp
+import pytest
+from flood import flooding
+from harness import produce
+from listeners import ipv6_loopback_available, listening, local_ipv4_addresses, mdns_queries
+
+from service.contracts import CrawlOptions, CrawlRequest, EventType, dump
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_S = 10.0
+"""Longest wait for one answer of the proxy."""
+
+FLOOD_DEADLINE_S = 300.0
+"""Longest the flood may take to open (or fail to open) all its connections."""
+
+MAX_LOG_LINES_GROWN = 300
+"""Lines the worker's log may grow by during the flood and the two requests."""
+
+
+def _request(request_id: str, urls: list[str], **options: object) -> tuple[bytes, bytes]:
+    request = CrawlRequest(request_id=request_id, urls=urls, options=CrawlOptions(**options))
+    return request_id.encode(), dump(request)
+
+
+async def test_webrtc_sends_no_packet_to_any_address_the_policy_forbids(
+    topics, collector, site, start_worker
+):
+    """A page on an allowed host that uses STUN, TURN over UDP, TCP and TLS, forged remote
+    candidates (addresses, `localhost`, a `.local` name) and WebTransport towards loopback and
+    this machine's own addresses renders `ok`, and not one packet reaches those addresses."""
+    hosts = ["127.0.0.2", "127.0.0.1"]
+    if ipv6_loopback_available():
+        hosts.append("::1")
+    interfaces = local_ipv4_addresses()
+    # a machine with no address but loopback has nothing more to probe
+    hosts += interfaces[:1]
+    name = f"crawlstream-{uuid.uuid4().hex[:12]}"
+    async with contextlib.AsyncExitStack() as stack:
+        listeners = [await stack.enter_async_context(listening(host)) for host in hosts]
+        mdns = None
+        if interfaces:
+            mdns = await stack.enter_async_context(mdns_queries(name, interfaces[0]))
+        loopback = next(listener for listener in listeners if listener.host == "127.0.0.1")
+        targets = [listener.target for listener in listeners] + [f"localhost:{loopback.port}"]
+        page = site.url(f"/hostile/webrtc?name={name}&targets={','.join(targets)}")
+        await start_worker()
+        await produce(
+            topics,
+            [_request("rtc-1", [page], wait_for="#webrtc-done", formats=["text"])],
+        )
+        await collector.wait_until(lambda seen: seen.terminal("rtc-1"), deadline_s=120)
+
+        [result] = collector.seen.results_of("rtc-1")
+        received = {
+            f"{listener.target} {kind}": count
+            for listener in listeners
+            for kind, count in (
+                ("tcp", listener.counts.tcp_connections),
+                ("udp", listener.counts.udp_datagrams),
+            )
+        }
+        if mdns is not None:
+            received[f"mdns {name}"] = mdns.total
+        assert received == dict.fromkeys(received, 0)
+        assert result.ok, result.error
+        for target in targets:  # every peer connection finished gathering, none threw
+            assert f"{target}: 0 local candidates" in (result.text or ""), result.text
+
+
+async def _proxy_port(worker) -> int:
+    started = await worker.wait_for_log("proxy.started", deadline_s=10)
+    return int(started["port"])
+
+
+async def _raw_exchange(port: int, request: bytes) -> bytes:
+    """The status line the proxy answers `request` with, from a plain socket."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        async with asyncio.timeout(DEADLINE_S):
+            writer.write(request)
+            return (await reader.readline()).strip()
+    finally:
+        writer.close()
+
+
+async def test_another_local_process_cannot_use_the_egress_proxy(topics, site, start_worker):
+    """From outside the worker, with no credential: a plain request to the allowlisted site,
+    a CONNECT to it and a CONNECT to port 25 of a public address all get 407; the site never
+    sees the requests."""
+    worker = await start_worker()
+    port = await _proxy_port(worker)
+    proxy = f"http://127.0.0.1:{port}"
+    before = sum(site.hits.values())
+    async with aiohttp.ClientSession() as session:
+        async with session.get(site.url("/page/7"), proxy=proxy) as response:
+            assert response.status == 407
+            assert response.headers["Proxy-Authenticate"].startswith("Basic ")
+        with pytest.raises(aiohttp.ClientHttpProxyError) as caught:
+            await session.get(f"https://127.0.0.1:{site.port}/", proxy=proxy)
+        assert caught.value.status == 407
+    smtp = b"CONNECT 93.184.216.34:25 HTTP/1.1\r\nHost: 93.184.216.34:25\r\n\r\n"
+    assert await _raw_exchange(port, smtp) == b"HTTP/1.1 407 Proxy Authentication Required"
+    assert sum(site.hits.values()) == before
+
+
+FLOOD = 25_000
+"""Connections a hostile local process opens at the proxy."""
+
+
+async def test_a_connection_flood_leaves_the_worker_crawling_with_bounded_logs(
+    topics, collector, site, start_worker
+):
+    """25,000 idle connections at the proxy from other processes (more than the worker's
+    descriptor limit here): the proxy closes those past its cap at once and says so in a few
+    log lines; a request produced during the flood completes, and once the flood ends pages
+    render again."""
+    worker = await start_worker()
+    port = await _proxy_port(worker)
+    log_lines = len(worker.log_path.read_text().splitlines())
+    async with flooding("127.0.0.1", port, FLOOD) as flood:
+        await flood.wait(f"opened:{FLOOD // 5}", FLOOD_DEADLINE_S)
+        await produce(topics, [_request("during-flood", [site.url("/page/11")])])
+        await flood.wait("done", FLOOD_DEADLINE_S)
+        await collector.wait_until(lambda seen: seen.terminal("during-flood"), deadline_s=180)
+        assert (flood.opened, flood.failed) == (FLOOD, 0)
+    [terminal] = collector.seen.terminal("during-flood")
+    assert terminal.type == EventType.COMPLETED
+    [during] = collector.seen.results_of("during-flood")
+
+    await produce(topics, [_request("after-flood", [site.url("/page/12")])])
+    await collector.wait_until(lambda seen: seen.terminal("after-flood"), deadline_s=120)
+    [after] = collector.seen.results_of("after-flood")
+    assert after.ok, after.error
+
+    assert worker.process.returncode is None
+    events = worker.events()
+    lines = worker.log_path.read_text().splitlines()
+    grown = len(lines) - log_lines
+    assert grown < MAX_LOG_LINES_GROWN, (grown, lines[-20:])
+    refused = sum(e.get("refused", 0) for e in events if e.get("event") == "proxy.saturated")
+    assert refused > 0
+    assert not [line for line in lines if "Too many open files" in line]
+    print(f"flood: {refused} refused in the log, log +{grown} lines, during: {during.error}")  # noqa: T201
