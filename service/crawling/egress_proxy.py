@@ -81,7 +81,8 @@ class EgressProxy:
     """`async with EgressProxy(policy) as proxy:` serves on `127.0.0.1:{proxy.port}`.
 
     `on_blocked(target, reason)` is called for every refused target: the absolute URL of a
-    plain request, `host:port` of a CONNECT (where the browser shows only a network error).
+    plain request, `host:port` of a CONNECT (where the browser shows only a network error),
+    before the browser is answered.
     """
 
     def __init__(
@@ -217,9 +218,9 @@ class EgressProxy:
     async def _refuse(self, client: Stream, target: str, reason: str) -> None:
         self.blocked_total += 1
         log.info("proxy.blocked", target=target, reason=reason)
-        await self._send(client, replies.blocked(target, reason))
         if self._on_blocked is not None:
             self._on_blocked(target, reason)
+        await self._send(client, replies.blocked(target, reason))
 
     async def _send(self, client: Stream, data: bytes, *, close: bool = True) -> None:
         with contextlib.suppress(OSError, TimeoutError):
