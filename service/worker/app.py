@@ -16,6 +16,7 @@ from service.backpressure.gate import MemoryGate
 from service.contracts import ErrorCode, EventType, RecordSource
 from service.crawling.browser import BrowserPool
 from service.crawling.egress_proxy import EgressProxy
+from service.crawling.refusals import RefusedTargets
 from service.crawling.robots import HttpRobotsSource, RobotsCache
 from service.crawling.url_policy import UrlPolicy
 from service.errors import RejectedMessageError
@@ -69,7 +70,8 @@ class Worker:
         policy = UrlPolicy.from_settings(settings)
         async with contextlib.AsyncExitStack() as stack:
             publisher = await stack.enter_async_context(Publisher(settings))
-            proxy = await stack.enter_async_context(EgressProxy(policy))
+            refusals = RefusedTargets()
+            proxy = await stack.enter_async_context(EgressProxy(policy, on_blocked=refusals.record))
             restarts = self._metrics.browser_restarts
             pool = await stack.enter_async_context(
                 BrowserPool(
@@ -94,6 +96,7 @@ class Worker:
                 scheduler=scheduler,
                 metrics=self._metrics,
                 robots=robots,
+                refusals=refusals,
             )
             self._consumer = RequestConsumer(
                 settings,

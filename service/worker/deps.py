@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from service.crawling.browser import BrowserPool
+    from service.crawling.refusals import RefusedTargets
     from service.crawling.robots import RobotsCache
     from service.crawling.url_policy import UrlPolicy
     from service.messaging.publisher import Publisher
@@ -26,3 +27,5 @@ class WorkerDeps:
     metrics: Metrics
     robots: RobotsCache
     """robots.txt rules per origin, fetched through the egress proxy."""
+    refusals: RefusedTargets
+    """Targets the egress proxy refused, so a refused https page is `blocked`."""
