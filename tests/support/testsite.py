@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import _hostile
+import _navigating
 import _routes
 import _state
 from _hitcounter import HitCounter, hit_counter
@@ -48,6 +49,7 @@ def build_app() -> web.Application:
     _state.install(app)
     app.add_routes(_routes.ROUTES)
     app.add_routes(_hostile.ROUTES)
+    app.add_routes(_navigating.ROUTES)
     return app
 
 
