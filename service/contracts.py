@@ -88,7 +88,8 @@ class CrawlOptions(_Untrusted):
     """Navigation event to wait for before extracting."""
     wait_for: Annotated[str, StringConstraints(min_length=1, max_length=1024)] | None = None
     """CSS selector that must be attached before extracting (catches JavaScript-inserted
-    content); a page where it never appears fails with `timeout`."""
+    content); a page where it never appears fails with `timeout`, one the browser cannot
+    evaluate with `invalid_selector`."""
     timeout_ms: int = Field(default=30_000, ge=100)
     """Deadline for the whole page (navigation, waits, extraction); the worker clamps it to
     its `CRAWL_MAX_PAGE_TIMEOUT`."""
@@ -156,6 +157,9 @@ class ErrorCode(StrEnum):
     """robots.txt disallows the URL and the request asked to respect it."""
     INVALID_URL = "invalid_url"
     """The URL cannot be parsed or loaded."""
+    INVALID_SELECTOR = "invalid_selector"
+    """The request's `wait_for` is not a selector the browser can evaluate (a syntax error, an
+    unknown selector engine); every page of that request fails the same way."""
     BROWSER_CRASH = "browser_crash"
     """The renderer or the browser died while loading the page."""
     TOO_LARGE = "too_large"

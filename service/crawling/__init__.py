@@ -4,6 +4,7 @@ from service.crawling.browser import BrowserPool, RequestContext
 from service.crawling.egress_proxy import EgressProxy
 from service.crawling.extraction import Extracted, extract
 from service.crawling.fetch import PageContent, fetch_page
+from service.crawling.refusals import RefusedTargets
 from service.crawling.url_policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "EgressProxy",
     "Extracted",
     "PageContent",
+    "RefusedTargets",
     "RequestContext",
     "UnresolvableHostError",
     "UrlPolicy",

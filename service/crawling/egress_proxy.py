@@ -106,7 +106,8 @@ class EgressProxy:
     holders of `proxy.access` (its address and credential).
 
     `on_blocked(target, reason)` is called for every refused target: the absolute URL of a
-    plain request, `host:port` of a CONNECT (where the browser shows only a network error).
+    plain request, `host:port` of a CONNECT (where the browser shows only a network error),
+    before the browser is answered.
     """
 
     def __init__(
@@ -135,8 +136,14 @@ class EgressProxy:
         """Requests answered 407 (no or a wrong credential) since start."""
 
     @classmethod
-    def from_settings(cls, settings: Settings, policy: UrlPolicy) -> EgressProxy:
-        return cls(policy, max_connections=settings.egress_max_connections)
+    def from_settings(
+        cls,
+        settings: Settings,
+        policy: UrlPolicy,
+        *,
+        on_blocked: Callable[[str, str], None] | None = None,
+    ) -> EgressProxy:
+        return cls(policy, max_connections=settings.egress_max_connections, on_blocked=on_blocked)
 
     @property
     def port(self) -> int:
@@ -288,9 +295,9 @@ class EgressProxy:
     async def _refuse(self, client: Stream, target: str, reason: str) -> None:
         self.blocked_total += 1
         log.info("proxy.blocked", target=target, reason=reason)
-        await self._send(client, replies.blocked(target, reason))
         if self._on_blocked is not None:
             self._on_blocked(target, reason)
+        await self._send(client, replies.blocked(target, reason))
 
     async def _send(self, client: Stream, data: bytes, *, close: bool = True) -> None:
         with contextlib.suppress(OSError, TimeoutError):

@@ -1,10 +1,17 @@
-"""Turn browser failures into the error codes of the contract."""
+"""Turn browser failures into the error codes of the contract.
+
+`internal` is left for failures nothing here explains: a bug in the worker or in Playwright.
+Anything Chromium reports as a network error (`net::ERR_*`) is about the target, never a bug.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
+from urllib.parse import urlsplit
 
-from service.contracts import ErrorCode
+from service.contracts import ALLOWED_SCHEMES, ErrorCode
+from service.errors import CrawlstreamError
 
 _NET_ERRORS: Final = (
     ("ERR_NAME_NOT_RESOLVED", ErrorCode.DNS),
@@ -20,7 +27,12 @@ _NET_ERRORS: Final = (
     ("ERR_SSL", ErrorCode.TLS),
     ("ERR_TOO_MANY_REDIRECTS", ErrorCode.HTTP_ERROR),
     ("ERR_INVALID_URL", ErrorCode.INVALID_URL),
+    ("ERR_INVALID_REDIRECT", ErrorCode.INVALID_URL),
+    ("Cannot navigate to invalid URL", ErrorCode.INVALID_URL),
     ("ERR_UNSAFE_PORT", ErrorCode.BLOCKED),
+    ("ERR_UNSAFE_REDIRECT", ErrorCode.BLOCKED),
+    ("ERR_UNKNOWN_URL_SCHEME", ErrorCode.BLOCKED),
+    ("ERR_DISALLOWED_URL_SCHEME", ErrorCode.BLOCKED),
     ("ERR_BLOCKED", ErrorCode.BLOCKED),
     ("ERR_ABORTED", ErrorCode.CONNECTION),
     ("Download is starting", ErrorCode.DOWNLOAD),
@@ -28,14 +40,79 @@ _NET_ERRORS: Final = (
     ("Target closed", ErrorCode.BROWSER_CRASH),
     ("has been closed", ErrorCode.BROWSER_CRASH),
     ("Timeout", ErrorCode.TIMEOUT),
+    ("net::ERR_", ErrorCode.CONNECTION),
 )
-"""Substrings of Playwright's error messages, most specific first."""
+"""Substrings of Playwright's error messages, most specific first; the last one catches every
+other network error Chromium reports."""
+
+
+class PageFailedError(CrawlstreamError):
+    """The page ends with a failed result: `code` and `message` go onto it."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(f"{code.value}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailedNavigation:
+    """What is known about a main-frame navigation the browser gave up."""
+
+    error: str
+    """Chromium's error, e.g. `net::ERR_ABORTED` (Playwright's message or request failure)."""
+    url: str
+    """The last URL the navigation requested (after server redirects)."""
+    status: int | None = None
+    """Status of the answer to that URL, when one came."""
+    refused: str | None = None
+    """The egress proxy's reason, when it refused the host and port of `url`."""
+
+    @property
+    def answered_without_page(self) -> bool:
+        """The server answered with nothing to show (204, 205, a download): the browser stays
+        on the document it had."""
+        return self.status is not None and "ERR_ABORTED" in self.error
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def classify_browser_error(exc: Exception) -> tuple[ErrorCode, str]:
     """The contract's error code for a browser error, and a one-line message."""
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    message = first_line(exc)
+    return classify_message(message), message
+
+
+def classify_message(message: str) -> ErrorCode:
     for needle, code in _NET_ERRORS:
         if needle in message:
-            return code, message
-    return ErrorCode.INTERNAL, message
+            return code
+    return ErrorCode.INTERNAL
+
+
+def classify_navigation(failure: FailedNavigation) -> tuple[ErrorCode, str]:
+    """The error code of a failed main-frame navigation, with what caused it where known."""
+    scheme = urlsplit(failure.url).scheme.lower()
+    if failure.refused is not None:
+        return ErrorCode.BLOCKED, f"{failure.url}: refused by the URL policy ({failure.refused})"
+    if scheme not in ALLOWED_SCHEMES:
+        return ErrorCode.BLOCKED, f"a redirect to {scheme}: ({failure.url}) is not followed"
+    if "ERR_UNSAFE_REDIRECT" in failure.error or "ERR_UNKNOWN_URL_SCHEME" in failure.error:
+        return ErrorCode.BLOCKED, f"{failure.url} redirects to a URL that is not http(s)"
+    if "ERR_ABORTED" in failure.error and failure.status is None:
+        # Chromium drops a redirect to javascript: or view-source: this way: no answer to show.
+        return ErrorCode.BLOCKED, (
+            f"{failure.url}: the browser abandoned the navigation without an answer"
+            " (a redirect to a javascript: or view-source: URL)"
+        )
+    if failure.answered_without_page:
+        return ErrorCode.DOWNLOAD, f"{failure.url}: the answer is not a page (a download)"
+    code = classify_message(failure.error)
+    if code == ErrorCode.INTERNAL:
+        code = ErrorCode.CONNECTION
+    message = failure.error.removeprefix("Page.goto: ")
+    return code, message if failure.url in message else f"{message} at {failure.url}"

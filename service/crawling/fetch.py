@@ -14,7 +14,15 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from service.contracts import ErrorCode, Format, Links, PageError, PageMetadata, PageResult
-from service.crawling.errors import classify_browser_error
+from service.crawling._deadline import MIN_STEP_S, StepDeadline
+from service.crawling._navigation import NavigationWatch
+from service.crawling._settle import Reading, read_settled
+from service.crawling.errors import (
+    PageFailedError,
+    classify_browser_error,
+    classify_navigation,
+    first_line,
+)
 from service.crawling.extraction import HtmlTooComplexError, extract
 from service.errors import BrowserUnavailableError
 
@@ -23,14 +31,20 @@ if TYPE_CHECKING:
 
     from service.contracts import CrawlOptions
     from service.crawling.browser import RequestContext
+    from service.crawling.refusals import RefusedTargets
 
 EXTRACTION_SHARE: Final = 0.25
 """Part of the page deadline kept back for content, extraction and screenshot."""
 
-MIN_STEP_S: Final = 1.0
-"""The least time any browser step is given, even when the deadline is nearly spent."""
-
 HTTP_ERROR_FROM: Final = 400
+
+HTTP_FORBIDDEN: Final = 403
+
+NO_CONTENT: Final = frozenset({204, 205})
+"""Statuses that answer a navigation with nothing to show: an ok result without content."""
+
+GOTO_ATTEMPTS: Final = 2
+"""Tries of `goto` when a navigation the previous document started interrupts it."""
 
 BLOCKED_HEADER: Final = "x-crawlstream-blocked"
 """Set by the egress proxy on its 403 for a target the URL policy forbids."""
@@ -39,6 +53,8 @@ ERROR_HEADER: Final = "x-crawlstream-error"
 """Set by the egress proxy when a target could not be resolved or reached."""
 
 _PROXY_CODES: Final = frozenset({ErrorCode.DNS, ErrorCode.CONNECTION, ErrorCode.TIMEOUT})
+
+_INTERRUPTED: Final = "interrupted by another navigation"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,18 +89,6 @@ def failed(code: ErrorCode, message: str, **fields: object) -> PageContent:
     return PageContent(ok=False, error=PageError(code=code, message=message), **fields)  # type: ignore[arg-type]
 
 
-class _Deadline:
-    def __init__(self, seconds: float) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._end = self._loop.time() + seconds
-
-    def remaining_s(self) -> float:
-        return max(MIN_STEP_S, self._end - self._loop.time())
-
-    def remaining_ms(self) -> float:
-        return self.remaining_s() * 1000
-
-
 async def fetch_page(
     context: RequestContext,
     url: str,
@@ -92,17 +96,25 @@ async def fetch_page(
     *,
     timeout_s: float,
     max_result_bytes: int,
+    refusals: RefusedTargets | None = None,
 ) -> PageContent:
     """Render `url` and extract what `options` asks for; a failure becomes a failed result.
 
+    `refusals` (the egress proxy's) tells a refused https target from an unreachable one.
     Raises `BrowserUnavailableError` when the browser itself died, so the page is retried.
     """
-    deadline = _Deadline(timeout_s)
+    deadline = StepDeadline(timeout_s)
     try:
-        async with asyncio.timeout(timeout_s * 1.5 + MIN_STEP_S * 5), context.page() as page:
-            return await _render(page, url, options, deadline, max_result_bytes)
+        async with (
+            asyncio.timeout(timeout_s * 1.5 + MIN_STEP_S * 5),
+            context.page() as page,
+            NavigationWatch(page, refusals) as watch,
+        ):
+            return await _render(page, watch, url, options, deadline, max_result_bytes)
     except BrowserUnavailableError:
         raise
+    except PageFailedError as exc:
+        return failed(exc.code, exc.message)
     except (PlaywrightTimeoutError, TimeoutError):
         return failed(ErrorCode.TIMEOUT, f"page did not finish within {timeout_s:.1f} s")
     except PlaywrightError as exc:
@@ -113,35 +125,84 @@ async def fetch_page(
 
 
 async def _render(
-    page: Page, url: str, options: CrawlOptions, deadline: _Deadline, max_bytes: int
+    page: Page,
+    watch: NavigationWatch,
+    url: str,
+    options: CrawlOptions,
+    deadline: StepDeadline,
+    max_bytes: int,
 ) -> PageContent:
-    navigation_s = deadline.remaining_s() * (1 - EXTRACTION_SHARE)
-    response = await page.goto(url, wait_until=options.wait_until, timeout=navigation_s * 1000)
-    refused = proxy_failure(response)
+    navigation = deadline.share(1 - EXTRACTION_SHARE)
+    try:
+        response = await _goto(page, url, options, navigation.remaining_s())
+    except PlaywrightTimeoutError:
+        raise
+    except PlaywrightError as exc:
+        return await _goto_failed(exc, watch, options, max_bytes)
+    reading = await read_settled(page, watch, options, navigation, deadline)
+    answer = response if response is not None and _made(response, reading) else None
+    refused = proxy_failure(answer) or _refused(watch, reading)
     if refused is not None:
         return refused
-    if options.wait_for:
-        await page.wait_for_selector(
-            options.wait_for, state="attached", timeout=navigation_s * 1000
-        )
-    html = await asyncio.wait_for(page.content(), deadline.remaining_s())
-    screenshot = None
-    if Format.SCREENSHOT in options.formats:
-        shot = await page.screenshot(
-            full_page=options.screenshot_full_page, timeout=deadline.remaining_ms(), type="png"
-        )
-        screenshot = base64.b64encode(shot).decode()
-    return await _content(response, page.url, html, screenshot, options, max_bytes)
+    shot = base64.b64encode(reading.screenshot).decode() if reading.screenshot else None
+    return await _content(
+        reading.status, answer, reading.url, reading.html, shot, options, max_bytes
+    )
+
+
+async def _goto(page: Page, url: str, options: CrawlOptions, timeout_s: float) -> Response | None:
+    """`page.goto`, once more if a navigation the page's previous document started took over."""
+    for attempt in range(GOTO_ATTEMPTS):
+        try:
+            return await page.goto(url, wait_until=options.wait_until, timeout=timeout_s * 1000)
+        except PlaywrightError as exc:
+            if _INTERRUPTED not in str(exc) or attempt + 1 == GOTO_ATTEMPTS:
+                raise
+    return None
+
+
+async def _goto_failed(
+    exc: PlaywrightError, watch: NavigationWatch, options: CrawlOptions, max_bytes: int
+) -> PageContent:
+    """The result of a `goto` that failed with a network error, from what failed where."""
+    failure = await watch.failure(first_line(exc)) if "net::ERR_" in str(exc) else None
+    if failure is None:
+        raise exc
+    if failure.answered_without_page and failure.status in NO_CONTENT:
+        return await _no_content(failure.url, failure.status, options, max_bytes)
+    raise PageFailedError(*classify_navigation(failure)) from exc
+
+
+def _made(response: Response, reading: Reading) -> bool:
+    """Whether `response` is the answer that made the document read (not one before it)."""
+    same_url = response.url.partition("#")[0] == reading.url.partition("#")[0]
+    return same_url and reading.status in {None, response.status}
+
+
+def _refused(watch: NavigationWatch, reading: Reading) -> PageContent | None:
+    """The document is the egress proxy's 403 for a target it refused."""
+    reason = watch.refused(reading.url) if reading.status == HTTP_FORBIDDEN else None
+    if reason is None:
+        return None
+    return failed(ErrorCode.BLOCKED, f"{reading.url}: refused by the URL policy ({reason})")
+
+
+async def _no_content(url: str, status: int, options: CrawlOptions, max_bytes: int) -> PageContent:
+    """The server answered the navigation with nothing to show (204, 205): an empty page."""
+    return await _content(status, None, url, "", None, options, max_bytes)
 
 
 async def _content(
-    response: Response | None,
+    status: int | None,
+    answer: Response | None,
     final_url: str,
     html: str,
     screenshot: str | None,
     options: CrawlOptions,
     max_bytes: int,
 ) -> PageContent:
+    """The result of a document read: `status` of the answer that made it, `answer` itself
+    when known (for `Retry-After`)."""
     kept_html, cut_html = cut(html, max_bytes)
     try:
         extracted = await asyncio.to_thread(
@@ -152,12 +213,12 @@ async def _content(
     markdown, cut_markdown = cut(extracted.markdown, max_bytes)
     text, cut_text = cut(extracted.text, max_bytes)
     too_big_shot = screenshot is not None and len(screenshot) > max_bytes
-    status = response.status if response is not None else None
     error = None
     retry_after_s = None
-    if response is not None and status is not None and status >= HTTP_ERROR_FROM:
+    if status is not None and status >= HTTP_ERROR_FROM:
         error = PageError(code=ErrorCode.HTTP_ERROR, message=f"HTTP {status}")
-        retry_after_s = parse_retry_after(response.headers.get("retry-after"))
+        if answer is not None:
+            retry_after_s = parse_retry_after(answer.headers.get("retry-after"))
     return PageContent(
         ok=error is None,
         final_url=final_url,

@@ -17,6 +17,7 @@ from service.contracts import ErrorCode, EventType, RecordSource
 from service.control import ActiveRuns, CancelRegistry, ControlReader
 from service.crawling.browser import BrowserPool
 from service.crawling.egress_proxy import EgressProxy
+from service.crawling.refusals import RefusedTargets
 from service.crawling.robots import HttpRobotsSource, RobotsCache
 from service.crawling.url_policy import UrlPolicy
 from service.errors import RejectedMessageError
@@ -73,7 +74,10 @@ class Worker:
         policy = UrlPolicy.from_settings(settings)
         async with contextlib.AsyncExitStack() as stack:
             publisher = await stack.enter_async_context(Publisher(settings))
-            proxy = await stack.enter_async_context(EgressProxy.from_settings(settings, policy))
+            refusals = RefusedTargets()
+            proxy = await stack.enter_async_context(
+                EgressProxy.from_settings(settings, policy, on_blocked=refusals.record)
+            )
             restarts = self._metrics.browser_restarts
             pool = await stack.enter_async_context(
                 BrowserPool(
@@ -101,6 +105,7 @@ class Worker:
                 metrics=self._metrics,
                 robots=robots,
                 control=control,
+                refusals=refusals,
             )
             self._consumer = RequestConsumer(
                 settings,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from service.control import ControlReader
     from service.crawling.browser import BrowserPool
+    from service.crawling.refusals import RefusedTargets
     from service.crawling.robots import RobotsCache
     from service.crawling.url_policy import UrlPolicy
     from service.messaging.publisher import Publisher
@@ -29,3 +30,5 @@ class WorkerDeps:
     """robots.txt rules per origin, fetched through the egress proxy."""
     control: ControlReader
     """The cancels read from the control topic."""
+    refusals: RefusedTargets
+    """Targets the egress proxy refused, so a refused https page is `blocked`."""

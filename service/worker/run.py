@@ -264,6 +264,7 @@ class RequestRun:
                         self._request.options,
                         timeout_s=timeout_s,
                         max_result_bytes=int(settings.max_result_bytes),
+                        refusals=self._deps.refusals,
                     )
                 except BrowserUnavailableError as exc:
                     log.warning("page.browser_lost", url=url, error=str(exc))

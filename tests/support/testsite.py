@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import _hostile
+import _navigating
 import _routes
 import _state
 import _webrtc
@@ -50,6 +51,7 @@ def build_app() -> web.Application:
     app.add_routes(_routes.ROUTES)
     app.add_routes(_hostile.ROUTES)
     app.add_routes(_webrtc.ROUTES)
+    app.add_routes(_navigating.ROUTES)
     return app
 
 

@@ -76,6 +76,21 @@ async def test_redirects_end_on_the_final_page(site, client):
         assert len(response.history) == 3
 
 
+async def test_self_navigating_pages_say_where_they_go(site, client):
+    """/nav/redirect sends any scheme as given; /nav/meta-refresh declares its delay and
+    target; /nav/long-title builds a title of the asked length."""
+    target = "javascript:alert(1)"
+    async with client.get(
+        site.url("/nav/redirect/smoke"), params={"to": target}, allow_redirects=False
+    ) as response:
+        assert (response.status, response.headers["Location"]) == (302, target)
+    _, _, body = await fetch(client, site.url("/nav/meta-refresh/smoke?delay_s=3&to=/page/2"))
+    assert '<meta http-equiv="refresh" content="3; url=/page/2">' in body
+    _, _, body = await fetch(client, site.url("/nav/long-title?chars=50"))
+    title = body.split("<title>")[1].split("</title>")[0]
+    assert len(title) == 50
+
+
 async def test_flaky_fails_twice_with_retry_after_then_succeeds(site, client):
     """/flaky/{key} answers 503 with Retry-After twice, then 200; /reset starts over."""
     url = site.url("/flaky/a?fail=2&status=503&retry_after=1")

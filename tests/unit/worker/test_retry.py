@@ -30,12 +30,15 @@ def _policy(rand: float = 1.0, retries: int = 2) -> RetryPolicy:
         (failed(ErrorCode.HTTP_ERROR, "HTTP 500", status_code=500), None),
         (failed(ErrorCode.TIMEOUT, "slow"), None),
         (failed(ErrorCode.BLOCKED, "private"), None),
+        (failed(ErrorCode.BLOCKED, "https://10.0.0.1/: refused by the URL policy"), None),
+        (failed(ErrorCode.INVALID_SELECTOR, "wait_for '##'"), None),
         (failed(ErrorCode.DNS, "nxdomain"), None),
         (PageContent(ok=True, status_code=200), None),
     ],
 )
 def test_only_transient_failures_are_retried(content, reason):
-    """429, 503 and connection failures are retried; 404, 500, timeouts, blocked, dns not."""
+    """429, 503 and connection failures are retried; 404, 500, timeouts, blocked, dns and
+    invalid selectors not."""
     assert retry_reason(content) == reason
 
 

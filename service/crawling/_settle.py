@@ -1,0 +1,188 @@
+"""Read a loaded page once it has stopped navigating by itself.
+
+After `goto` the page may still move on: a script that sets `location` (while parsing, on
+`load`, from a timer), a meta refresh, a form it submits. Each round waits for `wait_until`,
+looks at the document, follows a navigation it has started (waiting for the next document or
+the failure), waits for `wait_for`, reads the content, and starts over if the document changed
+meanwhile or started to leave. A page that declares a short meta refresh to another URL is
+given the delay to leave. A navigation that a timer starts after the content was read is not
+waited for: nothing announces it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+
+from service.contracts import ErrorCode, Format
+from service.crawling._meta_refresh import meta_refresh
+from service.crawling._navigation import is_http
+from service.crawling.errors import (
+    PageFailedError,
+    classify_message,
+    classify_navigation,
+    first_line,
+)
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
+
+    from service.contracts import CrawlOptions
+    from service.crawling._deadline import StepDeadline
+    from service.crawling._navigation import NavigationWatch, Probe
+
+MAX_OWN_NAVIGATIONS: Final = 10
+"""Documents a page may move on to by itself after the first; more is a client-side redirect
+loop."""
+
+MAX_READS: Final = 4 * (MAX_OWN_NAVIGATIONS + 1)
+"""Readings navigations may interrupt before the page counts as never settling."""
+
+REFRESH_FOLLOWED_UP_TO_S: Final = 5.0
+"""Longest meta refresh delay waited for; a page refreshing later is read as it is."""
+
+REFRESH_GRACE_S: Final = 2.0
+"""Time beyond a meta refresh's delay for the browser to start the navigation."""
+
+_NAVIGATING: Final = ("is navigating", "Execution context was destroyed")
+"""Playwright's words for a read that the page's navigation interrupted."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reading:
+    """A document as it stood when nothing was navigating."""
+
+    html: str
+    url: str
+    status: int | None
+    """HTTP status of the answer that made the document, when the browser knows it."""
+    screenshot: bytes | None = None
+
+
+class _NavigatedError(Exception):
+    """The document changed or started to leave while it was read: read it again."""
+
+
+async def read_settled(
+    page: Page,
+    watch: NavigationWatch,
+    options: CrawlOptions,
+    navigation: StepDeadline,
+    deadline: StepDeadline,
+) -> Reading:
+    """The page's document once it stays. Raises `PageFailedError` for a navigation that
+    failed, a bad selector or a redirect loop; navigations and waits end by `navigation`,
+    reading by `deadline`."""
+    for _ in range(MAX_READS):
+        if watch.loaded_documents > MAX_OWN_NAVIGATIONS + 1:
+            break
+        try:
+            return await _read(page, watch, options, navigation, deadline)
+        except _NavigatedError:
+            continue
+    raise PageFailedError(
+        ErrorCode.HTTP_ERROR,
+        f"the page kept navigating by itself (more than {MAX_OWN_NAVIGATIONS} times:"
+        " a client-side redirect loop)",
+    )
+
+
+async def _read(
+    page: Page,
+    watch: NavigationWatch,
+    options: CrawlOptions,
+    navigation: StepDeadline,
+    deadline: StepDeadline,
+) -> Reading:
+    """One reading of the current document, after its `wait_until` state and `wait_for`."""
+    try:
+        await page.wait_for_load_state(options.wait_until, timeout=navigation.remaining_ms())
+        before = await watch.probe(navigation.remaining_s())
+        await _raise_if_failed(watch, before)
+        await _follow(watch, before, navigation)
+        if options.wait_for:
+            await _wait_for(page, watch, options.wait_for, navigation)
+        html = await asyncio.wait_for(page.content(), deadline.remaining_s())
+        screenshot = None
+        if Format.SCREENSHOT in options.formats:
+            screenshot = await page.screenshot(
+                full_page=options.screenshot_full_page, timeout=deadline.remaining_ms(), type="png"
+            )
+        after = await watch.probe(deadline.remaining_s())
+    except PlaywrightTimeoutError:
+        raise
+    except PlaywrightError as exc:
+        if _interrupted(exc):
+            raise _NavigatedError from exc
+        raise
+    if not after.same_document(before):
+        raise _NavigatedError
+    await _follow(watch, after, navigation)
+    await _follow_refresh(watch, html, after, navigation)
+    return Reading(html=html, url=after.url, status=after.status or None, screenshot=screenshot)
+
+
+async def _raise_if_failed(watch: NavigationWatch, probe: Probe) -> None:
+    """The page shows Chromium's error page: a navigation it made by itself failed."""
+    if not probe.failed:
+        return
+    failure = await watch.failure()
+    if failure is None:
+        raise PageFailedError(ErrorCode.CONNECTION, "a navigation of the page failed")
+    raise PageFailedError(*classify_navigation(failure))
+
+
+async def _follow(watch: NavigationWatch, probe: Probe, navigation: StepDeadline) -> None:
+    """If the document started to leave, wait for the next one (or the failure)."""
+    if not watch.new_leaving(probe):
+        return
+    if not await watch.replaced(probe, navigation.remaining_s()):
+        raise PlaywrightTimeoutError(f"the page did not finish leaving {probe.url}")
+    raise _NavigatedError
+
+
+async def _follow_refresh(
+    watch: NavigationWatch, html: str, probe: Probe, navigation: StepDeadline
+) -> None:
+    """If the document declares a short meta refresh to another http(s) URL, give it the
+    delay to leave."""
+    refresh = meta_refresh(html, probe.url)
+    if refresh is None or refresh.delay_s > REFRESH_FOLLOWED_UP_TO_S:
+        return
+    if not is_http(refresh.url) or _same_url(refresh.url, probe.url):
+        return
+    wait_s = refresh.delay_s + REFRESH_GRACE_S
+    if wait_s <= navigation.left_s() and await watch.replaced(probe, wait_s):
+        raise _NavigatedError
+
+
+async def _wait_for(
+    page: Page, watch: NavigationWatch, selector: str, navigation: StepDeadline
+) -> None:
+    """Wait for `selector`; an error that is neither a timeout, a navigation nor the page's end
+    is about the selector, the one input of this call."""
+    try:
+        await page.wait_for_selector(selector, state="attached", timeout=navigation.remaining_ms())
+    except PlaywrightTimeoutError:
+        raise
+    except PlaywrightError as exc:
+        message = first_line(exc)
+        ended = classify_message(message.replace(selector, "")) == ErrorCode.BROWSER_CRASH
+        if _interrupted(exc) or ended or page.is_closed() or watch.crashed:
+            raise
+        detail = message.removeprefix("Page.wait_for_selector: ")
+        raise PageFailedError(
+            ErrorCode.INVALID_SELECTOR, f"wait_for {selector!r} cannot be evaluated: {detail}"
+        ) from exc
+
+
+def _interrupted(exc: PlaywrightError) -> bool:
+    return any(words in first_line(exc) for words in _NAVIGATING)
+
+
+def _same_url(first: str, second: str) -> bool:
+    return first.partition("#")[0] == second.partition("#")[0]

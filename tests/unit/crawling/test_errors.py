@@ -1,0 +1,102 @@
+"""Browser failures get the contract's codes; `internal` is left for what nothing explains."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.contracts import ErrorCode
+from service.crawling.errors import FailedNavigation, classify_message, classify_navigation
+
+SITE = "http://127.0.0.1:8080/moved"
+
+
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [
+        (f"Page.goto: net::ERR_UNSAFE_REDIRECT at {SITE}", ErrorCode.BLOCKED),
+        (f"Page.goto: net::ERR_UNKNOWN_URL_SCHEME at {SITE}", ErrorCode.BLOCKED),
+        (f"Page.goto: net::ERR_BLOCKED_BY_RESPONSE at {SITE}", ErrorCode.BLOCKED),
+        (f"Page.goto: net::ERR_INVALID_REDIRECT at {SITE}", ErrorCode.INVALID_URL),
+        ("Page.goto: Protocol error: Cannot navigate to invalid URL", ErrorCode.INVALID_URL),
+        (f"Page.goto: net::ERR_CONNECTION_REFUSED at {SITE}", ErrorCode.CONNECTION),
+        (f"Page.goto: net::ERR_HTTP2_PROTOCOL_ERROR at {SITE}", ErrorCode.CONNECTION),
+        (f"Page.goto: net::ERR_CONTENT_LENGTH_MISMATCH at {SITE}", ErrorCode.CONNECTION),
+        (f"Page.goto: net::ERR_NAME_NOT_RESOLVED at {SITE}", ErrorCode.DNS),
+        ("Page.goto: Download is starting", ErrorCode.DOWNLOAD),
+        ("Page.content: Target crashed", ErrorCode.BROWSER_CRASH),
+        ("Page.content: TypeError: undefined is not a function", ErrorCode.INTERNAL),
+    ],
+)
+def test_messages_map_to_codes(message, code):
+    """Every network error Chromium reports is about the target, never `internal`."""
+    assert classify_message(message) == code
+
+
+@pytest.mark.parametrize(
+    ("failure", "code", "says"),
+    [
+        (
+            FailedNavigation(error="net::ERR_UNSAFE_REDIRECT", url=SITE),
+            ErrorCode.BLOCKED,
+            "not http(s)",
+        ),
+        (
+            FailedNavigation(error="net::ERR_ABORTED", url="ftp://files.example/"),
+            ErrorCode.BLOCKED,
+            "redirect to ftp:",
+        ),
+        (
+            FailedNavigation(error="net::ERR_ABORTED", url=SITE),
+            ErrorCode.BLOCKED,
+            "javascript:",
+        ),
+        (
+            FailedNavigation(
+                error="net::ERR_TUNNEL_CONNECTION_FAILED",
+                url="https://127.0.0.2:8443/",
+                refused="loopback",
+            ),
+            ErrorCode.BLOCKED,
+            "refused by the URL policy (loopback)",
+        ),
+        (
+            FailedNavigation(
+                error="net::ERR_TUNNEL_CONNECTION_FAILED", url="https://down.example/"
+            ),
+            ErrorCode.CONNECTION,
+            "ERR_TUNNEL_CONNECTION_FAILED at https://down.example/",
+        ),
+        (
+            FailedNavigation(
+                error=f"Page.goto: net::ERR_TOO_MANY_REDIRECTS at {SITE}", url=SITE, status=302
+            ),
+            ErrorCode.HTTP_ERROR,
+            f"net::ERR_TOO_MANY_REDIRECTS at {SITE}",
+        ),
+        (
+            FailedNavigation(error="net::ERR_ABORTED", url=SITE, status=200),
+            ErrorCode.DOWNLOAD,
+            "download",
+        ),
+        (
+            FailedNavigation(error="net::ERR_SOMETHING_NEW", url=SITE),
+            ErrorCode.CONNECTION,
+            "ERR_SOMETHING_NEW",
+        ),
+    ],
+)
+def test_failed_navigations_say_why(failure, code, says):
+    """Redirects to other schemes and proxy refusals are `blocked`; a tunnel that failed for
+    any other reason stays `connection`."""
+    got, message = classify_navigation(failure)
+    assert got == code
+    assert says in message
+
+
+def test_an_answer_without_a_page_is_told_apart():
+    """A 204 or a download answered the navigation; an abort without an answer did not."""
+    assert FailedNavigation(error="net::ERR_ABORTED", url=SITE, status=204).answered_without_page
+    assert not FailedNavigation(error="net::ERR_ABORTED", url=SITE).answered_without_page
+    assert not FailedNavigation(
+        error="net::ERR_TUNNEL_CONNECTION_FAILED", url=SITE, status=302
+    ).answered_without_page
