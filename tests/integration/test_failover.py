@@ -60,7 +60,14 @@ async def test_a_request_that_kills_its_worker_is_quarantined_as_poison(
         )  # the page is loading: the request is in flight
         await worker.kill()
     survivor = await start_worker("poison-last", CRAWL_WORKER_NAME="pw", **STATIC)
-    await collector.wait_until(lambda seen: seen.terminal("poison-1"), deadline_s=120)
+    await collector.wait_until(
+        lambda seen: any(
+            r.run_id == e.run_id
+            for e in seen.terminal("poison-1")
+            for r in seen.results_of("poison-1")
+        ),
+        deadline_s=120,
+    )  # its terminal event and its result (another topic, read apart) have arrived
 
     [terminal] = collector.seen.terminal("poison-1")
     assert terminal.type == EventType.FAILED

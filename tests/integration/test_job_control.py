@@ -13,7 +13,7 @@ from collections import Counter
 
 import aiohttp
 import pytest
-from harness import produce
+from harness import Collected, produce
 
 from service.client import CrawlClient
 from service.contracts import CrawlOptions, CrawlRequest, ErrorCode, EventType, dump
@@ -183,9 +183,15 @@ async def test_a_cancelled_request_redelivered_after_a_kill_is_not_crawled_again
     rendered = _hits(site, urls)
 
     await start_worker("second")
-    await collector.wait_until(
-        lambda seen: any(e.worker == "second" for e in seen.terminal("redo")), deadline_s=180
-    )
+
+    def second_run_read(seen: Collected) -> bool:
+        """Its terminal event and its results (another topic, read apart) have arrived."""
+        ends = [e for e in seen.terminal("redo") if e.worker == "second"]
+        return bool(ends) and len(
+            [r for r in seen.results_of("redo") if r.run_id == ends[0].run_id]
+        ) >= len(urls)
+
+    await collector.wait_until(second_run_read, deadline_s=180)
     [terminal] = [e for e in collector.seen.terminal("redo") if e.worker == "second"]
     assert terminal.type == EventType.CANCELLED
     again = [r for r in collector.seen.results_of("redo") if r.run_id == terminal.run_id]
