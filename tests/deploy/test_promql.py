@@ -4,7 +4,7 @@ integration test runs against a live worker rejects what it should."""
 from __future__ import annotations
 
 import pytest
-from manifests import alert_rules, dashboard_exprs
+from manifests import DEPLOY, alert_rules, dashboard_exprs
 from promql_names import exported_samples, grafana_to_promql, problems, selectors
 
 EXPORTED = exported_samples([
@@ -98,3 +98,10 @@ def test_the_alerts_cover_the_operations_guide():
         "CrawlstreamMemoryNearLimit",
         "CrawlstreamBrowserRestartStorm",
     } <= names
+
+
+def test_every_alert_has_its_section_in_the_operations_guide():
+    """deploy/README.md has a `### AlertName` section for each runbook link."""
+    guide = (DEPLOY / "README.md").read_text()
+    for rule in alert_rules():
+        assert f"\n### {rule['alert']}\n" in guide, rule["alert"]
