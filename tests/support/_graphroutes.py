@@ -22,8 +22,9 @@ SITEMAP_PATH = "/sitemap.xml"
 ROBOTS_PATH = "/robots.txt"
 """Where robots.txt is served."""
 
-NOT_PAGES = frozenset({SITEMAP_PATH, ROBOTS_PATH})
-"""Paths that are not pages: not delayed, not counted as in flight."""
+NOT_PAGES = frozenset({SITEMAP_PATH, ROBOTS_PATH, "/favicon.ico"})
+"""Paths that are not pages: not delayed, not counted as in flight (a browser may ask for a
+favicon on its own; it is a 404)."""
 
 
 @dataclass(slots=True)
