@@ -1,4 +1,4 @@
-"""Shared fixtures: the real broker (session), the local test site, per-test topics."""
+"""Shared fixtures: the real broker (session), the local test sites, per-test topics."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 from typing import TYPE_CHECKING
 
 import pytest
+from graphsite import serve_graph
 from harness import Topics, WorkerProcess, collecting, wait_for_leaders
 from testsite import serve
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
     from pathlib import Path
 
+    from graphsite import GraphSite
     from testsite import TestSite
 
 
@@ -33,6 +35,13 @@ async def kafka() -> AsyncIterator[str]:
 @pytest.fixture(scope="session")
 async def site() -> AsyncIterator[TestSite]:
     async with serve() as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+async def graph_site() -> AsyncIterator[GraphSite]:
+    """The generated site with a known link graph, for deep crawls (see `reference_crawl`)."""
+    async with serve_graph() as running:
         yield running
 
 
