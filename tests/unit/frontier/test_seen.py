@@ -7,7 +7,7 @@ import random
 import pytest
 
 from service.frontier import SeenSet, fingerprint
-from service.frontier.seen import INITIAL_SLOTS
+from service.frontier.seen import INITIAL_BITS
 
 
 def test_an_empty_set_holds_nothing():
@@ -15,7 +15,7 @@ def test_an_empty_set_holds_nothing():
     seen = SeenSet()
     assert len(seen) == 0
     assert 1 not in seen
-    assert seen.nbytes == 8 * INITIAL_SLOTS
+    assert seen.nbytes == 8 << INITIAL_BITS
 
 
 def test_add_says_whether_the_fingerprint_is_new():
@@ -49,8 +49,8 @@ def test_the_table_doubles_and_stays_compact():
     assert seen.nbytes / len(seen) < 22
 
 
-def test_colliding_slots_are_told_apart():
-    """Fingerprints that share their low bits all stay members, and only they do."""
+def test_fingerprints_sharing_bits_are_told_apart():
+    """Fingerprints ground to share their low bits all stay members, and only they do."""
     rng = random.Random(3)
     colliding = [(rng.getrandbits(40) << 24) | 7 for _ in range(5_000)]
     seen = SeenSet()
