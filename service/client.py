@@ -22,6 +22,7 @@ from service.contracts import (
     CancelControl,
     CrawlOptions,
     CrawlRequest,
+    CrawlSpec,
     EventType,
     PageResult,
     ProgressEvent,
@@ -159,8 +160,10 @@ class CrawlClient:
         *,
         request_id: str | None = None,
         metadata: dict[str, JsonValue] | None = None,
+        crawl: CrawlSpec | None = None,
     ) -> Submission:
-        """Produce a request (validated here first) and return its submission.
+        """Produce a request (validated here first) and return its submission; with `crawl`,
+        a deep crawl from `urls`.
 
         Reusing a `request_id` makes a second submission, not a retry of the first: both run.
         """
@@ -170,8 +173,12 @@ class CrawlClient:
                 "urls": list(urls),
                 "options": options or CrawlOptions(),
                 "metadata": metadata or {},
+                "crawl": crawl,
             },
-            context={"max_urls": self._settings.max_urls_per_request},
+            context={
+                "max_urls": self._settings.max_urls_per_request,
+                "max_crawl_pages": self._settings.max_crawl_pages,
+            },
         )
         async with self._follower() as consumer:
             starts = await self._end_offsets(consumer, request.request_id)

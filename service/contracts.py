@@ -29,6 +29,12 @@ SCHEMA_VERSION: Final = 1
 DEFAULT_MAX_URLS: Final = 100
 """URLs per request when the validation context names no other limit."""
 
+DEFAULT_MAX_CRAWL_PAGES: Final = 10_000
+"""`crawl.max_pages` ceiling when the validation context names no other limit."""
+
+MAX_CRAWL_DEPTH: Final = 100
+"""Deepest `crawl.max_depth` accepted."""
+
 MAX_URL_LENGTH: Final = 4096
 """Longest URL accepted; longer ones are not URLs a browser will load."""
 
@@ -107,6 +113,54 @@ class CrawlOptions(_Untrusted):
     _unique_formats = field_validator("formats", "block_resources")(_sorted_unique)
 
 
+class CrawlSpec(_Untrusted):
+    """Follow links from the request's URLs (the seeds): a deep crawl. See the README, "Deep
+    crawl", for the order pages are admitted in and how the budget is kept exactly."""
+
+    max_pages: int = Field(ge=1)
+    """Pages that get a result (failed ones included), seeds and sitemap pages included; never
+    exceeded. At most `CRAWL_MAX_CRAWL_PAGES`."""
+    max_depth: int = Field(default=1, ge=0, le=MAX_CRAWL_DEPTH)
+    """Links followed from a seed: 0 crawls only the seeds (and sitemap pages)."""
+    scope: Literal["host", "domain", "prefix"] = "host"
+    """Which discovered URLs are followed: `host` the host name of a seed, `domain` the
+    registrable domain of a seed (Public Suffix List), `prefix` the seed's directory."""
+    include: tuple[str, ...] = ()
+    """Regular expressions searched in the normalised URL; when given, a discovered URL is
+    followed only if one matches. At most 32, each at most 512 characters."""
+    exclude: tuple[str, ...] = ()
+    """Regular expressions searched in the normalised URL; a discovered URL any of them
+    matches is not followed."""
+    sitemap: bool = False
+    """Also seed from the sitemaps of the seeds' sites (robots.txt `Sitemap:` lines and
+    `/sitemap.xml`)."""
+    respect_nofollow: bool = True
+    """Do not follow links marked `rel="nofollow"`."""
+    ignore_query: bool = False
+    """Drop the query of discovered URLs: `/a?x=1` and `/a?x=2` are the page `/a`."""
+    follow_canonical: bool = False
+    """Treat a page's `<link rel="canonical">` as seen: a link to it is not crawled again."""
+    delay_ms: int = Field(default=0, ge=0, le=60_000)
+    """Least time between the starts of two pages of one host in this crawl."""
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        from service.frontier.scope import compile_patterns  # noqa: PLC0415 (import cycle)
+
+        compile_patterns(patterns)
+        return patterns
+
+    @field_validator("max_pages")
+    @classmethod
+    def _within_ceiling(cls, max_pages: int, info: ValidationInfo) -> int:
+        context = info.context if isinstance(info.context, dict) else {}
+        ceiling = int(context.get("max_crawl_pages", DEFAULT_MAX_CRAWL_PAGES))
+        if max_pages > ceiling:
+            raise ValueError(f"at most {ceiling} pages per crawl, got {max_pages}")
+        return max_pages
+
+
 class CrawlRequest(_Untrusted):
     """A crawl request, produced by users to the requests topic, keyed by `request_id`."""
 
@@ -122,6 +176,8 @@ class CrawlRequest(_Untrusted):
     """Opaque to the service; echoed as `request_metadata` on every result and event."""
     expires_at: datetime | None = None
     """A run that starts after this instant crawls nothing and ends with `expired`."""
+    crawl: CrawlSpec | None = None
+    """Follow links from `urls` (a deep crawl); absent: crawl exactly `urls`."""
 
     @field_validator("urls")
     @classmethod
@@ -252,6 +308,10 @@ class PageResult(BaseModel):
     request_metadata: dict[str, JsonValue] = Field(default_factory=dict)
     source: RecordSource | None = None
     """The request record this result answers (null only from workers before this field)."""
+    depth: int = Field(default=0, ge=0)
+    """Links followed from a seed to reach this page (0: a seed or a sitemap page)."""
+    parent_url: str | None = None
+    """The page whose link admitted this one (null for seeds and sitemap pages)."""
 
 
 class EventType(StrEnum):
@@ -288,6 +348,7 @@ class ProgressEvent(BaseModel):
     """0, 1, 2, ... within a run, without gaps."""
     type: EventType
     total: int = Field(ge=0)
+    """Pages the run will give a result for; a deep crawl's grows as URLs are admitted."""
     succeeded: int = Field(ge=0)
     failed: int = Field(ge=0)
     cancelled: int = Field(default=0, ge=0)
@@ -303,6 +364,8 @@ class ProgressEvent(BaseModel):
     request_metadata: dict[str, JsonValue] = Field(default_factory=dict)
     source: RecordSource | None = None
     """The request record this run answers (null only from workers before this field)."""
+    discovered: int | None = None
+    """Deep crawls: unique URLs in scope known so far (admitted or not); null otherwise."""
 
     @property
     def is_terminal(self) -> bool:
@@ -334,6 +397,30 @@ CONTROL_KINDS: Final = frozenset({"cancel"})
 """The `type`s of control messages this version reads."""
 
 
+class FrontierRecord(BaseModel):
+    """A deep crawl's durable progress, written by the job's owner to the frontier topic,
+    keyed by request_id: the sitemap it read, and each finished page's candidate links. The
+    next owner of the job replays them (see the README, "Deep crawl")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    request_id: str
+    source: RecordSource
+    """The request record of the job: records of another submission that reused the
+    request_id are not this job's."""
+    kind: Literal["sitemap", "page"]
+    url: str | None = None
+    """The page (normalised), on `page` records."""
+    outcome: Literal["succeeded", "failed", "cancelled"] | None = None
+    """The page's result, on `page` records; written only after the result was acknowledged."""
+    links: tuple[str, ...] = ()
+    """`page`: the page's candidate links (normalised, in scope, document order);
+    `sitemap`: the sitemap's URLs as read."""
+    canonical: str | None = None
+    """The page's canonical URL (normalised), when the crawl merges canonicals."""
+
+
 def dump(message: BaseModel) -> bytes:
     """The wire form of a message: compact JSON in UTF-8."""
     return message.model_dump_json(exclude_none=False).encode()
@@ -344,6 +431,7 @@ MESSAGE_MODELS: Final[dict[str, type[BaseModel]]] = {
     "PageResult": PageResult,
     "ProgressEvent": ProgressEvent,
     "ControlMessage": ControlMessage,
+    "FrontierRecord": FrontierRecord,
 }
 
 

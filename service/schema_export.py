@@ -16,6 +16,7 @@ from service.contracts import (
     MESSAGE_MODELS,
     ControlMessage,
     CrawlRequest,
+    FrontierRecord,
     PageResult,
     ProgressEvent,
     schema_of,
@@ -45,6 +46,12 @@ _CONTROL_NOTE = (
     "without a consumer group. A cancel stops the request wherever it runs and is remembered "
     "for CRAWL_CANCEL_RETENTION; a null value (tombstone) withdraws it. Readers skip kinds of "
     "`type` they do not know."
+)
+
+_FRONTIER_NOTE = (
+    "Internal to the workers: keyed by request_id, written by the owner of a deep crawl (the "
+    "sitemap it read, each finished page's candidate links) and replayed by the job's next "
+    "owner after a failover. Kept for CRAWL_FRONTIER_RETENTION."
 )
 
 
@@ -86,6 +93,14 @@ def asyncapi_document(settings: Settings) -> dict[str, Any]:
     )
     async def control(message: ControlMessage) -> None:
         """Every worker: reads the whole compacted topic, without a group, and acts on cancels."""
+
+    @broker.subscriber(
+        settings.frontier_topic,
+        title="crawl-frontier",
+        description=_FRONTIER_NOTE,
+    )
+    async def frontier(message: FrontierRecord) -> None:
+        """The owner of a deep crawl: replays the job's records when it takes the job over."""
 
     spec = AsyncAPI(
         broker, title="Crawlstream", version="1", description="Kafka-native crawl microservice."

@@ -88,6 +88,12 @@ class Settings(BaseSettings):
     control_topic: str = "crawl.control"
     """Compacted topic of `ControlMessage`s (cancels), keyed by request_id; every worker reads
     all of it."""
+    frontier_topic: str = "crawl.frontier"
+    """Topic of deep crawls' frontier records (sitemaps read, links found per page), keyed by
+    request_id: the log a job's next owner rebuilds its state from after a failover."""
+    frontier_retention: Seconds = Field(default=timedelta(days=7), gt=timedelta(0))
+    """How long frontier records are kept (`retention.ms` of the frontier topic when the
+    worker creates it); a deep crawl that is redelivered later than this starts over."""
     cancel_retention: Seconds = Field(default=timedelta(days=7), gt=timedelta(0))
     """How long a cancel is remembered: a request_id cancelled longer ago runs again (after
     that the compacted record may be deleted with a tombstone)."""
@@ -121,6 +127,8 @@ class Settings(BaseSettings):
     """Name of this replica on results, events and logs (default: host name and pid)."""
     max_urls_per_request: int = Field(default=100, ge=1)
     """Requests with more URLs are rejected."""
+    max_crawl_pages: int = Field(default=10_000, ge=1)
+    """Ceiling of a deep crawl's `crawl.max_pages`; larger requests are rejected."""
     max_page_slots: int = Field(default=8, ge=1)
     """Ceiling of pages rendered at once by one worker."""
     min_page_slots: int = Field(default=1, ge=1)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from service.broker import LocalBroker
 from service.client import CrawlClient
-from service.contracts import CrawlOptions
+from service.contracts import CrawlOptions, CrawlSpec
 from service.metrics import Metrics
 from service.worker.app import Worker
 
@@ -50,8 +50,11 @@ async def run_submit(args: argparse.Namespace, settings: Settings) -> int:
     if args.deadline_ms is not None:
         fields["deadline_ms"] = args.deadline_ms
     options = CrawlOptions.model_validate(fields)
+    crawl = _crawl_spec(args)
     async with CrawlClient(settings) as client:
-        submission = await client.submit(args.urls, options, request_id=args.request_id)
+        submission = await client.submit(
+            args.urls, options, request_id=args.request_id, crawl=crawl
+        )
         if not args.json:
             print(submission.request_id, flush=True)  # noqa: T201
         if not args.follow:
@@ -59,6 +62,23 @@ async def run_submit(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             return await follow_json(client, submission)
         return await follow_live(client, submission)
+
+
+def _crawl_spec(args: argparse.Namespace) -> CrawlSpec | None:
+    """The deep crawl the flags ask for: `--max-pages` makes one, the others refine it."""
+    deep_flags = (args.depth, args.scope, args.include, args.exclude)
+    if args.max_pages is None:
+        if any(flag is not None for flag in deep_flags) or args.sitemap:
+            raise SystemExit(
+                "--depth, --scope, --include, --exclude and --sitemap need --max-pages"
+            )
+        return None
+    fields: dict[str, object] = {"max_pages": args.max_pages, "sitemap": args.sitemap}
+    for name in ("depth", "scope", "include", "exclude"):
+        value = getattr(args, name)
+        if value is not None:
+            fields["max_depth" if name == "depth" else name] = value
+    return CrawlSpec.model_validate(fields)
 
 
 async def run_cancel(args: argparse.Namespace, settings: Settings) -> int:

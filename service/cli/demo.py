@@ -13,7 +13,7 @@ from service.broker import LocalBroker
 from service.broker.local import free_port
 from service.cli.follow_view import follow_live
 from service.client import CrawlClient
-from service.contracts import CrawlOptions
+from service.contracts import CrawlOptions, CrawlSpec
 from service.messaging.topics import ensure_topics
 from service.metrics import Metrics
 from service.worker.app import Worker
@@ -84,9 +84,15 @@ async def demo(settings: Settings) -> int:
 
 
 async def _crawl(settings: Settings, base_url: str) -> int:
+    """A list crawl of the sample pages, then a deep crawl of the site from its home page."""
     urls = [f"{base_url}/{page}" for page in SAMPLE_PAGES]
     options = CrawlOptions(wait_until="networkidle")
     async with CrawlClient(settings) as client:
         submission = await client.submit(urls, options)
         print(f"Submitted request {submission} for {len(urls)} pages of {base_url}")  # noqa: T201
-        return await follow_live(client, submission)
+        listed = await follow_live(client, submission)
+        seed = f"{base_url}/index.html"
+        deep = await client.submit([seed], options, crawl=CrawlSpec(max_pages=20, max_depth=2))
+        print(f"Submitted deep crawl {deep} from {seed} (depth 2, at most 20 pages)")  # noqa: T201
+        crawled = await follow_live(client, deep)
+    return listed or crawled

@@ -48,8 +48,9 @@ async def follow_live(
                 results.append(message)
                 continue
             last = message
+            found = "" if message.discovered is None else f"{message.discovered} discovered, "
             detail = (
-                f"{message.succeeded} ok, {message.failed} failed, "
+                f"{found}{message.succeeded} ok, {message.failed} failed, "
                 f"{message.cancelled} cancelled, {message.type.value}"
             )
             progress.update(
@@ -70,12 +71,13 @@ async def follow_live(
 
 def summary_table(results: list[PageResult]) -> Table:
     table = Table(title="Results")
-    for column in ("URL", "ok", "status", "title", "markdown", "links", "ms", "error"):
+    for column in ("URL", "depth", "ok", "status", "title", "markdown", "links", "ms", "error"):
         table.add_column(column)
     for result in results:
         links = result.links
         table.add_row(
             result.url,
+            str(result.depth),
             "yes" if result.ok else "no",
             str(result.status_code or "-"),
             (result.title or "")[:40],

@@ -87,6 +87,35 @@ def links_of(tree: LexborHTMLParser, *, page_url: str, resolver: UrlResolver) ->
     return Links(internal=list(internal), external=list(external))
 
 
+def followable_links(
+    tree: LexborHTMLParser, *, resolver: UrlResolver, respect_nofollow: bool
+) -> tuple[str, ...]:
+    """The page's links a crawler may follow, in document order, each once: with
+    `respect_nofollow`, none when `<meta name="robots">` says `nofollow` (or `none`), and
+    no link whose `rel` has `nofollow`."""
+    if respect_nofollow and _robots_nofollow(tree):
+        return ()
+    found: dict[str, None] = {}
+    for node in tree.css(LINK_SELECTOR):
+        attributes = node.attributes
+        if respect_nofollow and "nofollow" in (attributes.get("rel") or "").lower().split():
+            continue
+        link = resolver.resolve(attributes.get("href") or "")
+        if link is not None:
+            found[link.url] = None
+    return tuple(found)
+
+
+def _robots_nofollow(tree: LexborHTMLParser) -> bool:
+    for node in tree.css("meta[name][content]"):
+        attributes = node.attributes
+        if (attributes.get("name") or "").strip().lower() in {"robots", "crawlstream"}:
+            words = (attributes.get("content") or "").lower().replace(",", " ").split()
+            if "nofollow" in words or "none" in words:
+                return True
+    return False
+
+
 def _parsed(url_with_fragment: str) -> AbsoluteUrl | None:
     url = url_with_fragment.partition("#")[0]
     try:

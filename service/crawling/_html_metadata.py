@@ -49,7 +49,7 @@ def metadata_of(
         title=title,
         description=description,
         language=_language_of(tree.root),
-        canonical=_canonical_of(tree, resolver),
+        canonical=canonical_of(tree, resolver),
         open_graph={key: value for key, value in open_graph.items() if key},
     )
 
@@ -58,7 +58,7 @@ def _language_of(root: LexborNode | None) -> str | None:
     return collapsed(root.attributes.get("lang")) if root is not None else None
 
 
-def _canonical_of(tree: LexborHTMLParser, resolver: UrlResolver) -> str | None:
+def canonical_of(tree: LexborHTMLParser, resolver: UrlResolver) -> str | None:
     for node in tree.css("link[rel][href]"):
         attributes = node.attributes
         if "canonical" in (attributes.get("rel") or "").lower().split():

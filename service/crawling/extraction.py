@@ -13,8 +13,8 @@ from selectolax.lexbor import LexborHTMLParser
 
 from service.contracts import Format, Links, PageMetadata
 from service.crawling._html_guard import MAX_PARSE_WORK, parse_work
-from service.crawling._html_links import document_base, links_of
-from service.crawling._html_metadata import metadata_of, title_of
+from service.crawling._html_links import document_base, followable_links, links_of
+from service.crawling._html_metadata import canonical_of, metadata_of, title_of
 from service.crawling._html_readable import markdown_of, text_of, visible_content
 from service.errors import PermanentError
 
@@ -45,6 +45,24 @@ class Extracted:
     """The input, unchanged."""
     links: Links | None = None
     metadata: PageMetadata | None = None
+    outlinks: Outlinks | None = None
+    """What a deep crawl follows from the page, when asked for."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FollowRules:
+    """A deep crawl asks for the links it may follow."""
+
+    respect_nofollow: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outlinks:
+    """Links a deep crawl may follow (absolute, document order, each once) and the page's
+    canonical URL."""
+
+    links: tuple[str, ...] = ()
+    canonical: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,8 +71,15 @@ class _Readable:
     text: str | None = None
 
 
-def extract(html: str, *, base_url: str, formats: Collection[Format]) -> Extracted:
-    """Parse `html` of the page at `base_url` once and build the outputs `formats` asks for.
+def extract(
+    html: str,
+    *,
+    base_url: str,
+    formats: Collection[Format],
+    follow: FollowRules | None = None,
+) -> Extracted:
+    """Parse `html` of the page at `base_url` once and build the outputs `formats` asks for
+    (and the links to follow, when `follow` is given).
 
     Raises HtmlTooComplexError for pathologically nested documents.
     """
@@ -71,6 +96,14 @@ def extract(html: str, *, base_url: str, formats: Collection[Format]) -> Extract
     metadata = None
     if Format.METADATA in wanted:
         metadata = metadata_of(tree, title=title, resolver=resolver)
+    outlinks = None
+    if follow is not None:
+        outlinks = Outlinks(
+            links=followable_links(
+                tree, resolver=resolver, respect_nofollow=follow.respect_nofollow
+            ),
+            canonical=canonical_of(tree, resolver),
+        )
     readable = _readable(tree, resolver.base, wanted)
     return Extracted(
         title=title,
@@ -79,6 +112,7 @@ def extract(html: str, *, base_url: str, formats: Collection[Format]) -> Extract
         html=html if Format.HTML in wanted else None,
         links=links,
         metadata=metadata,
+        outlinks=outlinks,
     )
 
 

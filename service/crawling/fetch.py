@@ -23,7 +23,7 @@ from service.crawling.errors import (
     classify_navigation,
     first_line,
 )
-from service.crawling.extraction import HtmlTooComplexError, extract
+from service.crawling.extraction import FollowRules, HtmlTooComplexError, Outlinks, extract
 from service.errors import BrowserUnavailableError
 
 if TYPE_CHECKING:
@@ -75,6 +75,8 @@ class PageContent:
     truncated: bool = False
     retry_after_s: float | None = None
     """Seconds the server asked to wait before trying again (`Retry-After`), if it said."""
+    outlinks: Outlinks | None = None
+    """The links a deep crawl may follow from the page (when it asked)."""
 
     def result_fields(self) -> dict[str, object]:
         """The fields that go onto the `PageResult` as they are."""
@@ -97,8 +99,10 @@ async def fetch_page(
     timeout_s: float,
     max_result_bytes: int,
     refusals: RefusedTargets | None = None,
+    follow: FollowRules | None = None,
 ) -> PageContent:
-    """Render `url` and extract what `options` asks for; a failure becomes a failed result.
+    """Render `url` and extract what `options` asks for (and the links to follow, with
+    `follow`); a failure becomes a failed result.
 
     `refusals` (the egress proxy's) tells a refused https target from an unreachable one.
     Raises `BrowserUnavailableError` when the browser itself died, so the page is retried.
@@ -110,7 +114,7 @@ async def fetch_page(
             context.page() as page,
             NavigationWatch(page, refusals) as watch,
         ):
-            return await _render(page, watch, url, options, deadline, max_result_bytes)
+            return await _render(page, watch, url, options, deadline, max_result_bytes, follow)
     except BrowserUnavailableError:
         raise
     except PageFailedError as exc:
@@ -131,6 +135,7 @@ async def _render(
     options: CrawlOptions,
     deadline: StepDeadline,
     max_bytes: int,
+    follow: FollowRules | None,
 ) -> PageContent:
     navigation = deadline.share(1 - EXTRACTION_SHARE)
     try:
@@ -146,7 +151,7 @@ async def _render(
         return refused
     shot = base64.b64encode(reading.screenshot).decode() if reading.screenshot else None
     return await _content(
-        reading.status, answer, reading.url, reading.html, shot, options, max_bytes
+        reading.status, answer, reading.url, reading.html, shot, options, max_bytes, follow
     )
 
 
@@ -200,13 +205,14 @@ async def _content(
     screenshot: str | None,
     options: CrawlOptions,
     max_bytes: int,
+    follow: FollowRules | None = None,
 ) -> PageContent:
     """The result of a document read: `status` of the answer that made it, `answer` itself
     when known (for `Retry-After`)."""
     kept_html, cut_html = cut(html, max_bytes)
     try:
         extracted = await asyncio.to_thread(
-            extract, kept_html or "", base_url=final_url, formats=options.formats
+            extract, kept_html or "", base_url=final_url, formats=options.formats, follow=follow
         )
     except HtmlTooComplexError as exc:
         return failed(ErrorCode.TOO_LARGE, str(exc), final_url=final_url)
@@ -233,6 +239,7 @@ async def _content(
         screenshot=None if too_big_shot else screenshot,
         truncated=cut_html or cut_markdown or cut_text or too_big_shot,
         retry_after_s=retry_after_s,
+        outlinks=extracted.outlinks if error is None else None,
     )
 
 

@@ -236,7 +236,8 @@ class HttpRobotsSource:
             request.headers.update(self._proxy_headers)
         return await handler(request)
 
-    async def fetch(self, url: str) -> RobotsFile:
+    async def fetch(self, url: str, *, max_bytes: int = MAX_ROBOTS_BYTES) -> RobotsFile:
+        """GET `url` (a robots.txt, or a sitemap) through the proxy, its first `max_bytes`."""
         if self._session is None:
             raise RuntimeError("HttpRobotsSource is used outside its `async with`")
         try:
@@ -246,7 +247,7 @@ class HttpRobotsSource:
                     url, proxy=self._proxy_url, proxy_headers=self._proxy_headers
                 ) as response,
             ):
-                body = await _read_capped(response)
+                body = await _read_capped(response, max_bytes)
         except (aiohttp.ClientError, TimeoutError) as exc:
             log.info("robots.unavailable", url=url, error=repr(exc))
             return RobotsFile(status=None)
@@ -256,10 +257,10 @@ class HttpRobotsSource:
         return RobotsFile(status=response.status, text=body.decode("utf-8", errors="replace"))
 
 
-async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
+async def _read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
     body = bytearray()
     async for chunk in response.content.iter_chunked(_CHUNK_BYTES):
         body += chunk
-        if len(body) >= MAX_ROBOTS_BYTES:
+        if len(body) >= max_bytes:
             break  # leaving the response unread makes aiohttp drop the connection
-    return bytes(body[:MAX_ROBOTS_BYTES])
+    return bytes(body[:max_bytes])

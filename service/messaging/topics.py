@@ -40,6 +40,7 @@ def wanted_topics(settings: Settings) -> dict[str, int]:
         settings.progress_topic,
         settings.dead_letter_topic,
         settings.control_topic,
+        settings.frontier_topic,
     )
     return {settings.requests_topic: settings.requests_partitions} | dict.fromkeys(
         outputs, settings.output_partitions
@@ -55,10 +56,12 @@ def partition_for(key: str | bytes, partitions: int) -> int:
 
 def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     """Configs of a topic the service creates: the control topic is compacted (one record per
-    request_id is all a reader needs)."""
+    request_id is all a reader needs); the frontier keeps its records `CRAWL_FRONTIER_RETENTION`."""
     configs = {"max.message.bytes": str(settings.max_message_bytes + 4096)}
     if name == settings.control_topic:
         configs["cleanup.policy"] = "compact"
+    if name == settings.frontier_topic:
+        configs["retention.ms"] = str(int(settings.frontier_retention.total_seconds() * 1000))
     return configs
 
 

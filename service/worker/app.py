@@ -29,10 +29,10 @@ from service.messaging.failures import PublishError, root_cause
 from service.messaging.offsets import Verdict
 from service.messaging.publisher import Publisher
 from service.messaging.topics import ensure_topics
+from service.worker.deep import new_run
 from service.worker.deps import WorkerDeps
 from service.worker.intake import parse_request
 from service.worker.outputs import RunOutputs
-from service.worker.run import RequestRun
 from service.worker.scheduler import PageScheduler, SlotLimits
 
 if TYPE_CHECKING:
@@ -106,6 +106,7 @@ class Worker:
                 robots=robots,
                 control=control,
                 refusals=refusals,
+                sitemaps=robots_source,
             )
             self._consumer = RequestConsumer(
                 settings,
@@ -219,8 +220,13 @@ class Worker:
             return
         self._urls_per_request += URLS_EWMA_WEIGHT * (len(request.urls) - self._urls_per_request)
         with structlog.contextvars.bound_contextvars(request_id=request.request_id):
-            run = RequestRun(
-                self._require_deps(), request, source=source, priority=priority, owned=owned
+            run = new_run(
+                self._require_deps(),
+                request,
+                source=source,
+                priority=priority,
+                owned=owned,
+                since_ms=record.timestamp,
             )
             with self._active.running(request.request_id, run):
                 await run.execute()
@@ -246,7 +252,7 @@ class Worker:
         log.error("request.poison", deliveries=delivery.count, request_id=request.request_id)
         poison = RejectedMessageError("poison", message, request.request_id)
         await self._dead_letter(record, poison, owned)
-        run = RequestRun(self._require_deps(), request, source=source, owned=owned)
+        run = new_run(self._require_deps(), request, source=source, owned=owned)
         await run.fail_all(ErrorCode.POISON, message)
 
     async def _reject(

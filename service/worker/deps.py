@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from service.crawling.refusals import RefusedTargets
     from service.crawling.robots import RobotsCache
     from service.crawling.url_policy import UrlPolicy
+    from service.frontier.sitemap import TextSource
     from service.messaging.publisher import Publisher
     from service.metrics import Metrics
     from service.settings import Settings
@@ -32,3 +33,5 @@ class WorkerDeps:
     """The cancels read from the control topic."""
     refusals: RefusedTargets
     """Targets the egress proxy refused, so a refused https page is `blocked`."""
+    sitemaps: TextSource
+    """Fetches sitemaps (and robots.txt) through the egress proxy, for deep crawls."""

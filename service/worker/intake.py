@@ -54,7 +54,11 @@ def parse_request(value: bytes | None, settings: Settings) -> CrawlRequest:
     try:
         request = CrawlRequest.model_validate(
             document,
-            context={"max_urls": settings.max_urls_per_request, "lenient_schemes": True},
+            context={
+                "max_urls": settings.max_urls_per_request,
+                "max_crawl_pages": settings.max_crawl_pages,
+                "lenient_schemes": True,
+            },
         )
     except ValidationError as exc:
         raise RejectedMessageError("invalid_request", _describe(exc), request_id) from None

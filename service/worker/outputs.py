@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from pydantic import JsonValue
 
-    from service.contracts import RecordSource
+    from service.contracts import FrontierRecord, RecordSource
     from service.messaging.publisher import Publisher
     from service.settings import Settings
 
@@ -54,6 +54,8 @@ class RunOutputs:
         self.failed = 0
         self.cancelled = 0
         """Results with error code `cancelled` (counted apart from `failed`)."""
+        self.discovered: int | None = None
+        """A deep crawl's unique in-scope URLs so far (None for a list crawl)."""
 
     async def event(
         self,
@@ -79,6 +81,7 @@ class RunOutputs:
             result_id=result_id,
             request_metadata=self._metadata,
             source=self.source,
+            discovered=self.discovered,
         )
         self._seq += 1
         await self._outbox.put(
@@ -103,6 +106,21 @@ class RunOutputs:
         kind = EventType.PAGE_SUCCEEDED if result.ok else EventType.PAGE_FAILED
         detail = result.error.code.value if result.error else None
         await self.event(kind, url=result.url, result_id=result.result_id, detail=detail)
+
+    def count(self, outcome: str) -> None:
+        """Count a page an earlier run of the job finished (a deep crawl taken over)."""
+        if outcome == "succeeded":
+            self.succeeded += 1
+        elif outcome == "cancelled":
+            self.cancelled += 1
+        else:
+            self.failed += 1
+
+    async def frontier(self, record: FrontierRecord) -> None:
+        """Write a deep crawl's record to the frontier topic (after what was put before)."""
+        await self._outbox.put(
+            self._settings.frontier_topic, self.request_id, dump(record), JSON_HEADERS
+        )
 
     async def acknowledged(self) -> None:
         """Wait until the broker acknowledged everything published so far (re-sending what a

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from service.contracts import CrawlRequest, RecordSource
     from service.control import Cancel
     from service.crawling.browser import RequestContext
+    from service.crawling.extraction import FollowRules
     from service.worker.deps import WorkerDeps
 
 log = get_logger(__name__)
@@ -45,6 +46,7 @@ class RequestRun:
         source: RecordSource,
         priority: int = 0,
         owned: asyncio.Event | None = None,
+        since_ms: int = 0,
     ) -> None:
         self._deps = deps
         self._request = request
@@ -70,8 +72,24 @@ class RequestRun:
             request.options.timeout_ms / 1000, deps.settings.max_page_timeout.total_seconds()
         )
         self._retry = RetryPolicy.from_settings(deps.settings)
+        self._follow: FollowRules | None = None
+        """Set by a deep crawl: extract the links it may follow."""
         self._stop: Stop | None = None
         self._stopped = asyncio.Event()
+        self._since_ms = since_ms
+        """When the request record was produced (its Kafka timestamp)."""
+
+    def _urls(self) -> list[str]:
+        """The URLs that get a result: the request's own."""
+        return self._request.urls
+
+    def _placement(self, url: str) -> tuple[int, str | None]:  # noqa: ARG002 (deep crawls use it)
+        """The page's `depth` and `parent_url`: a list crawl's pages are all seeds."""
+        return 0, None
+
+    def _completion(self) -> str | None:
+        """The `detail` of the `completed` event."""
+        return None
 
     def cancel(self, cancel: Cancel) -> None:
         """Stop now: close running pages, start no more; the rest get `cancelled` results."""
@@ -101,7 +119,7 @@ class RequestRun:
             await self._finish(EventType.EXPIRED, f"expired at {expires_at.isoformat()}")
             return
         scheduler = self._deps.scheduler
-        self._pending = len(self._request.urls)
+        self._pending = len(self._urls())
         scheduler.accept(self._pending)  # before any await: the next poll sees these pages
         deadline: asyncio.TimerHandle | None = None
         try:
@@ -133,7 +151,7 @@ class RequestRun:
             await self._close_context()
         stop = self._stop
         if stop is None:
-            await self._finish(EventType.COMPLETED, None)
+            await self._finish(EventType.COMPLETED, self._completion())
             return
         await self._fail_remaining(stop.code, stop.detail)
         await self._finish(stop.terminal, stop.detail)
@@ -190,11 +208,14 @@ class RequestRun:
             await self._finish(EventType.FAILED, f"{code.value}: {message}")
 
     async def _fail_remaining(self, code: ErrorCode, message: str) -> None:
-        for url in self._request.urls:
+        for url in self._urls():
             if url not in self._published:
                 await self._publish(self._result(url, failed(code, message), time.monotonic()))
 
     async def _page(self, url: str) -> PageResult:
+        return (await self._page_content(url))[0]
+
+    async def _page_content(self, url: str) -> tuple[PageResult, PageContent]:
         structlog.contextvars.bind_contextvars(url=url)  # this page's own task context
         started = time.monotonic()
         content = await self._check_policy(url) or await self._check_robots(url)
@@ -203,7 +224,7 @@ class RequestRun:
         result = self._result(url, content, started)
         self._deps.metrics.page_seconds.observe(time.monotonic() - started)
         log.debug("page.fetched", url=url, ok=result.ok, status=result.status_code)
-        return result
+        return result, content
 
     async def _check_policy(self, url: str) -> PageContent | None:
         try:
@@ -265,6 +286,7 @@ class RequestRun:
                         timeout_s=timeout_s,
                         max_result_bytes=int(settings.max_result_bytes),
                         refusals=self._deps.refusals,
+                        follow=self._follow,
                     )
                 except BrowserUnavailableError as exc:
                     log.warning("page.browser_lost", url=url, error=str(exc))
@@ -288,6 +310,7 @@ class RequestRun:
 
     def _result(self, url: str, content: PageContent, started: float) -> PageResult:
         request = self._request
+        depth, parent_url = self._placement(url)
         return PageResult(
             request_id=request.request_id,
             result_id=result_id_for(request.request_id, url),
@@ -299,4 +322,6 @@ class RequestRun:
             worker=self._deps.settings.worker_name,
             request_metadata=request.metadata,
             source=self._outputs.source,
+            depth=depth,
+            parent_url=parent_url,
         )

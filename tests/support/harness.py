@@ -54,6 +54,10 @@ class Topics:
     def control(self) -> str:
         return f"{self.prefix}.control"
 
+    @property
+    def frontier(self) -> str:
+        return f"{self.prefix}.frontier"
+
     def env(self, **overrides: str) -> dict[str, str]:
         base = {
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
@@ -62,6 +66,7 @@ class Topics:
             "CRAWL_PROGRESS_TOPIC": self.progress,
             "CRAWL_DEAD_LETTER_TOPIC": self.dead_letter,
             "CRAWL_CONTROL_TOPIC": self.control,
+            "CRAWL_FRONTIER_TOPIC": self.frontier,
             "CRAWL_GROUP_ID": f"{self.prefix}-group",
             "CRAWL_REQUESTS_PARTITIONS": "4",
             "CRAWL_OUTPUT_PARTITIONS": "4",
@@ -80,6 +85,7 @@ class Topics:
             "progress_topic": self.progress,
             "dead_letter_topic": self.dead_letter,
             "control_topic": self.control,
+            "frontier_topic": self.frontier,
             "group_id": env["CRAWL_GROUP_ID"],
             "requests_partitions": 4,
             "output_partitions": 4,

@@ -44,5 +44,6 @@ def test_wanted_topics_lists_the_requests_topic_first_with_the_configured_counts
         "crawl.progress": 5,
         "crawl.dead-letter": 5,
         "crawl.control": 5,
+        "crawl.frontier": 5,
     }
     assert next(iter(wanted_topics(settings))) == "crawl.requests"

@@ -1,0 +1,80 @@
+"""Reads one deep crawl's records back from the frontier topic (the owner writes them
+through its run's outbox, so they wait for partition ownership and are re-sent like results).
+
+Every record of a job is keyed by its request_id, so they all sit on one partition, after the
+request record was produced: the reader seeks that partition to the request record's
+timestamp (less `CLOCK_SKEW_MS`, the producers' clocks may differ) and reads to its end as of
+the start of the read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Final
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import ValidationError
+
+from service.contracts import FrontierRecord
+from service.logs import get_logger
+from service.messaging.kafka_config import client_options
+from service.messaging.metadata import partitions_of
+from service.messaging.topics import partition_for
+
+if TYPE_CHECKING:
+    from service.contracts import RecordSource
+    from service.settings import Settings
+
+log = get_logger(__name__)
+
+CLOCK_SKEW_MS: Final = 3_600_000
+"""How far before the request record's timestamp the read starts (producers' clocks)."""
+
+FETCH_TIMEOUT_MS: Final = 500
+
+
+async def read_job(
+    settings: Settings, request_id: str, source: RecordSource, *, since_ms: int
+) -> list[FrontierRecord]:
+    """The frontier records of the job answering `source`, in the order they were written.
+
+    Raises `TimeoutError` or a `KafkaError` when the broker cannot be read within
+    `CRAWL_KAFKA_TIMEOUT` (the record is then retried like any broker trouble).
+    """
+    topic = settings.frontier_topic
+    partitions = await partitions_of(settings, topic)
+    tp = TopicPartition(topic, partition_for(request_id, len(partitions)))
+    consumer = AIOKafkaConsumer(**client_options(settings), group_id=None, enable_auto_commit=False)
+    records: list[FrontierRecord] = []
+    key = request_id.encode()
+    async with asyncio.timeout(settings.kafka_timeout.total_seconds()):
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            end = (await consumer.end_offsets([tp]))[tp]
+            found = await consumer.offsets_for_times({tp: max(since_ms - CLOCK_SKEW_MS, 0)})
+            start = found[tp].offset if found.get(tp) is not None else end
+            consumer.seek(tp, start)
+            position = start
+            while position < end:
+                batch = await consumer.getmany(tp, timeout_ms=FETCH_TIMEOUT_MS)
+                for record in batch.get(tp, []):
+                    if record.offset < end and record.key == key:
+                        _keep(records, record.value, source)
+                position = await consumer.position(tp)
+        finally:
+            await consumer.stop()
+    log.info("frontier.replayed", records=len(records), partition=tp.partition)
+    return records
+
+
+def _keep(records: list[FrontierRecord], value: bytes | None, source: RecordSource) -> None:
+    if value is None:
+        return
+    try:
+        record = FrontierRecord.model_validate_json(value)
+    except ValidationError as exc:  # not ours to judge: a newer worker's record, or garbage
+        log.warning("frontier.unreadable", error=str(exc)[:200])
+        return
+    if record.source == source:
+        records.append(record)

@@ -1,0 +1,276 @@
+"""Deep crawl end to end on the generated link graph: the result URLs of a crawl equal those
+of the reference BFS (`reference_crawl`), budgets are exact, a killed owner loses nothing.
+
+Real broker, real Chromium, the generated site (`graph_site`, or a slow copy of it where a
+test needs pages in flight long enough to kill or cancel a worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import random
+import sys
+from collections import Counter, defaultdict
+
+import pytest
+from graphsite import serve_graph
+from harness import produce, read_topic
+from reference_crawl import reference_crawl
+
+from service.client import CrawlClient
+from service.contracts import CrawlRequest, CrawlSpec, ErrorCode, EventType, dump
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_S = 420.0
+"""Wait for a batch of crawls to end (hundreds of pages on 2 cores)."""
+
+
+def _allow(*sites) -> dict[str, str]:
+    return {"CRAWL_ALLOWED_HOSTS": ",".join(f"127.0.0.1:{site.port}" for site in sites)}
+
+
+def _request(request_id: str, seeds: list[str], **crawl: object) -> tuple[bytes, bytes]:
+    request = CrawlRequest(request_id=request_id, urls=seeds, crawl=CrawlSpec(**crawl))
+    return request_id.encode(), dump(request)
+
+
+def _reference(site, seeds: list[str], **crawl: object):
+    fields = dict(crawl)
+    max_depth = int(fields.pop("max_depth", 1))  # type: ignore[call-overload]
+    return reference_crawl(site, seeds, max_depth=max_depth, **fields)  # type: ignore[arg-type]
+
+
+def _final(collector, request_id: str):
+    """The terminal event of the job's last run, and every result of the job."""
+    terminals = collector.seen.terminal(request_id)
+    return terminals[-1], collector.seen.results_of(request_id)
+
+
+def _ended(seen, request_ids) -> bool:
+    """Every job has its terminal event, and as many results of that run as it counts."""
+    for rid in request_ids:
+        terminals = seen.terminal(rid)
+        if not terminals:
+            return False
+        last = terminals[-1]
+        done = {r.url for r in seen.results_of(rid)}
+        if len(done) < last.succeeded + last.failed + last.cancelled:
+            return False
+    return True
+
+
+COMBINATIONS = {
+    "home-depth1": ({"max_depth": 1, "max_pages": 300}, "/"),
+    "home-depth2-budget": ({"max_depth": 2, "max_pages": 40}, "/"),
+    "home-depth2-sitemap": ({"max_depth": 2, "max_pages": 60, "sitemap": True}, "/"),
+    "docs-prefix": ({"max_depth": 6, "max_pages": 100, "scope": "prefix"}, "/docs/"),
+    "home-include-exclude": (
+        {"max_depth": 2, "max_pages": 300, "include": [r"/p/\d+"], "exclude": [r"/p/\d*[05]$"]},
+        "/",
+    ),
+    "home-query-nofollow": (
+        {"max_depth": 2, "max_pages": 300, "ignore_query": True, "respect_nofollow": False},
+        "/",
+    ),
+}
+
+
+async def test_result_urls_equal_the_reference_bfs(topics, collector, graph_site, start_worker):
+    """Several (depth, max_pages, scope, include/exclude, sitemap, query, nofollow) crawls of
+    the graph (cycles, fragments, query variants, off-site and private links, a nofollow
+    link, a link only a script inserts, a calendar trap, sitemap-only pages): each job's
+    result URLs are exactly the reference's, each once, with the reference's depth and
+    parent, and exact counts on `completed`."""
+    await start_worker("deep", **_allow(graph_site))
+    expected = {}
+    messages = []
+    for name, (crawl, seed_path) in COMBINATIONS.items():
+        seeds = [graph_site.url(seed_path)]
+        expected[name] = _reference(graph_site, seeds, **crawl)
+        messages.append(_request(name, seeds, **crawl))
+    await produce(topics, messages)
+    await collector.wait_until(lambda seen: _ended(seen, expected), deadline_s=DEADLINE_S)
+
+    for name, admitted in expected.items():
+        terminal, results = _final(collector, name)
+        assert terminal.type == EventType.COMPLETED, (name, terminal)
+        urls = Counter(result.url for result in results)
+        assert set(urls) == {page.url for page in admitted}, name
+        assert max(urls.values()) == 1, (name, urls.most_common(3))
+        placed = {page.url: (page.depth, page.parent_url) for page in admitted}
+        assert {r.url: (r.depth, r.parent_url) for r in results} == placed, name
+        assert terminal.total == len(admitted)
+        assert terminal.succeeded + terminal.failed == len(admitted)
+        assert terminal.succeeded == sum(r.ok for r in results)
+        assert terminal.discovered is not None
+        assert terminal.discovered >= len(admitted)
+    # the calendar trap and the budget: cut at 40, the budget is named as the reason
+    budget, _ = _final(collector, "home-depth2-budget")
+    assert budget.total == 40
+    assert budget.detail is not None
+    assert budget.detail.startswith("budget spent")
+    # in scope, a redirect to a private address gets `blocked`; the private host is off-site
+    private = graph_site.url("/go/private")
+    [blocked] = [r for r in collector.seen.results_of("home-depth1") if r.url == private]
+    assert blocked.error is not None
+    assert blocked.error.code == ErrorCode.BLOCKED
+    # the link only a script inserts was followed; the nofollow-only page was not (by default)
+    reached = {r.url for r in collector.seen.results_of("home-depth1")}
+    assert graph_site.url("/js-only") in reached
+    assert graph_site.url("/nofollow-only") not in reached
+    orphans = {r.url for r in collector.seen.results_of("home-depth2-sitemap")}
+    assert graph_site.url("/orphan/0") in orphans
+    # page events count what is known: `discovered` never falls, `total` only grows
+    events = [e for e in collector.seen.events_of("home-depth2") if e.discovered is not None]
+    for earlier, later in itertools.pairwise(events):
+        assert later.discovered >= earlier.discovered
+        assert later.total >= earlier.total
+
+
+async def test_max_pages_is_never_exceeded_on_the_trap(topics, collector, graph_site, start_worker):
+    """50 crawls of the infinite calendar with random budgets: exactly `max_pages` distinct
+    result URLs every time (the reachable set is infinite), the reference's set."""
+    await start_worker("trap", **_allow(graph_site))
+    rng = random.Random(11)
+    budgets = {f"trap-{i}": rng.randint(1, 12) for i in range(50)}
+    seed = [graph_site.url("/calendar?month=0")]
+    await produce(
+        topics, [_request(rid, seed, max_depth=100, max_pages=n) for rid, n in budgets.items()]
+    )
+    await collector.wait_until(lambda seen: _ended(seen, budgets), deadline_s=DEADLINE_S)
+
+    for rid, budget in budgets.items():
+        terminal, results = _final(collector, rid)
+        urls = {result.url for result in results}
+        assert len(urls) == budget, (rid, budget, len(urls))
+        assert urls == {
+            p.url for p in _reference(graph_site, seed, max_depth=100, max_pages=budget)
+        }
+        assert terminal.type == EventType.COMPLETED
+        assert terminal.total == budget
+
+
+async def test_a_killed_owner_loses_nothing(topics, collector, start_worker):
+    """Two workers; the job's owner is killed with SIGKILL mid-crawl; the other finishes it
+    with the result set of an uninterrupted crawl, no result_id names two URLs, and the
+    final run's counts cover the whole job."""
+    async with serve_graph(delay_ms=150) as slow:
+        env = _allow(slow)
+        workers = {name: await start_worker(name, CRAWL_WORKER_NAME=name, **env) for name in "ab"}
+        seeds = [slow.url("/")]
+        crawl = {"max_depth": 2, "max_pages": 80}
+        expected = {page.url for page in _reference(slow, seeds, **crawl)}
+        await produce(topics, [_request("killed", seeds, **crawl)])
+        await collector.wait_until(
+            lambda seen: len(seen.results_of("killed")) >= 25, deadline_s=DEADLINE_S
+        )
+        owner = collector.seen.results_of("killed")[0].worker
+        await workers[owner].kill()
+        await collector.wait_until(lambda seen: _ended(seen, ["killed"]), deadline_s=DEADLINE_S)
+
+    terminal, results = _final(collector, "killed")
+    assert terminal.type == EventType.COMPLETED
+    assert terminal.worker != owner
+    assert {r.url for r in results} == expected
+    names = defaultdict(set)
+    for result in results:
+        names[result.result_id].add(result.url)
+    assert all(len(urls) == 1 for urls in names.values())
+    assert (terminal.total, terminal.succeeded + terminal.failed) == (len(expected),) * 2
+    survivor = next(w for name, w in workers.items() if name != owner)
+    resumed = [e for e in survivor.events() if e.get("event") == "crawl.resumed"]
+    assert resumed
+    assert resumed[0]["pages"] > 0  # pages the dead owner finished were not rendered again
+
+
+async def test_three_workers_keep_the_host_limit(topics, collector, start_worker):
+    """A job with 3 workers in the group: at no instant are more than CRAWL_MAX_PAGES_PER_HOST
+    (4, the default) pages of the site in flight (the site records its concurrency)."""
+    async with serve_graph(delay_ms=100) as slow:
+        for name in ("x", "y", "z"):
+            await start_worker(name, **_allow(slow))
+        seeds = [slow.url("/")]
+        crawl = {"max_depth": 2, "max_pages": 60}
+        await produce(topics, [_request("limited", seeds, **crawl)])
+        await collector.wait_until(lambda seen: _ended(seen, ["limited"]), deadline_s=DEADLINE_S)
+        terminal, results = _final(collector, "limited")
+        assert terminal.type == EventType.COMPLETED
+        assert len({r.url for r in results}) == 60
+        assert 1 <= slow.max_in_flight <= 4
+
+
+async def test_a_deep_crawl_can_be_cancelled(topics, collector, start_worker):
+    """A cancel stops a deep crawl: every admitted page has one result, `cancelled` ends it."""
+    async with serve_graph(delay_ms=300) as slow:
+        await start_worker("cancel", **_allow(slow))
+        await produce(topics, [_request("stop-me", [slow.url("/")], max_depth=3, max_pages=200)])
+        await collector.wait_until(
+            lambda seen: len(seen.results_of("stop-me")) >= 5, deadline_s=DEADLINE_S
+        )
+        async with CrawlClient(topics.settings()) as client:
+            await client.cancel("stop-me", "enough")
+        await collector.wait_until(lambda seen: _ended(seen, ["stop-me"]), deadline_s=DEADLINE_S)
+    terminal, results = _final(collector, "stop-me")
+    assert terminal.type == EventType.CANCELLED
+    urls = Counter(r.url for r in results)
+    assert max(urls.values()) == 1
+    assert len(urls) == terminal.total < 200
+    assert terminal.cancelled == sum(
+        1 for r in results if r.error is not None and r.error.code == ErrorCode.CANCELLED
+    )
+
+
+@pytest.mark.parametrize(
+    ("crawl", "message"),
+    [
+        ({"max_pages": 5, "include": ["(unclosed"]}, "include"),
+        ({"max_pages": 20_000}, "at most 10000 pages"),
+    ],
+)
+async def test_a_bad_crawl_is_rejected_with_a_reason(
+    topics, collector, start_worker, crawl, message
+):
+    await start_worker("reject")
+    request = {"request_id": "bad-crawl", "urls": ["http://127.0.0.1/"], "crawl": crawl}
+    await produce(topics, [(b"bad-crawl", json.dumps(request).encode())])
+    await collector.wait_until(lambda seen: seen.terminal("bad-crawl"), deadline_s=120)
+    [terminal] = collector.seen.terminal("bad-crawl")
+    assert terminal.type == EventType.REJECTED
+    assert terminal.detail is not None
+    assert "invalid_request" in terminal.detail
+    assert message in terminal.detail
+    [letter] = await read_topic(topics.bootstrap, topics.dead_letter, 1, 60)
+    assert letter.key == b"bad-crawl"
+
+
+async def test_submit_follow_shows_the_deep_crawl(topics, graph_site, start_worker):
+    """`crawlstream submit URL --depth 1 --max-pages 20 --follow` prints the live counts
+    (discovered, ok, failed) and a table with each page's depth."""
+    await start_worker("cli", **_allow(graph_site))
+    admitted = _reference(graph_site, [graph_site.url("/")], max_depth=1, max_pages=20)
+    ok = sum(graph_site.status_of(page.url) == 200 for page in admitted)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "service",
+        "submit",
+        graph_site.url("/"),
+        "--depth",
+        "1",
+        "--max-pages",
+        "20",
+        "--follow",
+        env=os.environ | topics.env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), DEADLINE_S)
+    text = output.decode()
+    assert process.returncode == 0, text
+    assert "discovered" in text
+    assert f"completed: {ok} succeeded, {len(admitted) - ok} failed" in text, text
+    assert "depth" in text
