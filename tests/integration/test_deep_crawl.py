@@ -65,7 +65,8 @@ def _ended(seen, request_ids) -> bool:
 
 COMBINATIONS = {
     "home-depth1": ({"max_depth": 1, "max_pages": 300}, "/"),
-    "home-depth2-budget": ({"max_depth": 2, "max_pages": 40}, "/"),
+    "home-depth4-budget": ({"max_depth": 4, "max_pages": 40}, "/"),
+    "home-whole-site": ({"max_depth": 5, "max_pages": 300}, "/"),
     "home-depth2-sitemap": ({"max_depth": 2, "max_pages": 60, "sitemap": True}, "/"),
     "docs-prefix": ({"max_depth": 6, "max_pages": 100, "scope": "prefix"}, "/docs/"),
     "home-include-exclude": (
@@ -109,7 +110,7 @@ async def test_result_urls_equal_the_reference_bfs(topics, collector, graph_site
         assert terminal.discovered is not None
         assert terminal.discovered >= len(admitted)
     # the calendar trap and the budget: cut at 40, the budget is named as the reason
-    budget, _ = _final(collector, "home-depth2-budget")
+    budget, _ = _final(collector, "home-depth4-budget")
     assert budget.total == 40
     assert budget.detail is not None
     assert budget.detail.startswith("budget spent")
@@ -119,13 +120,14 @@ async def test_result_urls_equal_the_reference_bfs(topics, collector, graph_site
     assert blocked.error is not None
     assert blocked.error.code == ErrorCode.BLOCKED
     # the link only a script inserts was followed; the nofollow-only page was not (by default)
-    reached = {r.url for r in collector.seen.results_of("home-depth1")}
+    reached = {r.url for r in collector.seen.results_of("home-whole-site")}
     assert graph_site.url("/js-only") in reached
     assert graph_site.url("/nofollow-only") not in reached
     orphans = {r.url for r in collector.seen.results_of("home-depth2-sitemap")}
     assert graph_site.url("/orphan/0") in orphans
     # page events count what is known: `discovered` never falls, `total` only grows
-    events = [e for e in collector.seen.events_of("home-depth2") if e.discovered is not None]
+    events = [e for e in collector.seen.events_of("home-whole-site") if e.discovered is not None]
+    assert len(events) > 300
     for earlier, later in itertools.pairwise(events):
         assert later.discovered >= earlier.discovered
         assert later.total >= earlier.total
@@ -194,7 +196,7 @@ async def test_three_workers_keep_the_host_limit(topics, collector, start_worker
         for name in ("x", "y", "z"):
             await start_worker(name, **_allow(slow))
         seeds = [slow.url("/")]
-        crawl = {"max_depth": 2, "max_pages": 60}
+        crawl = {"max_depth": 3, "max_pages": 60}
         await produce(topics, [_request("limited", seeds, **crawl)])
         await collector.wait_until(lambda seen: _ended(seen, ["limited"]), deadline_s=DEADLINE_S)
         terminal, results = _final(collector, "limited")
