@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit integration schemas bench bench-failover clean
+.PHONY: setup demo test lint unit integration schemas bench bench-failover bench-deep clean
 
 ## Install what is missing: Chromium (apt), the virtual environment, the locked packages.
 setup: $(STAMP)
@@ -45,6 +45,10 @@ bench: setup
 ## Duplicates and re-runs when workers die, leave or join, and across a 60 s broker outage.
 bench-failover: setup
 	$(BIN)/python bench/failover.py
+
+## A deep crawl against a list crawl of the same 300 pages; the seen set's memory per URL.
+bench-deep: setup
+	$(BIN)/python bench/deep_crawl.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

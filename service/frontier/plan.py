@@ -14,7 +14,7 @@ Pure logic: no I/O, no clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from service.frontier.scope import Scope
 from service.frontier.seen import SeenSet
@@ -24,6 +24,15 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from service.contracts import CrawlSpec
+
+MAX_LINKS_SCANNED: Final = 10_000
+"""Links of one page that are looked at (in document order); the rest are ignored."""
+
+MAX_CANDIDATES: Final = 2_000
+"""Candidate links kept from one page."""
+
+MAX_CANDIDATE_CHARS: Final = 400_000
+"""Characters of candidate links kept from one page (its frontier record stays one message)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,16 +100,23 @@ class CrawlPlan:
     def depth_of(self, url: str) -> int:
         return self.admitted[self._index[url]].depth
 
-    def candidates(self, page_url: str, links: Iterable[str]) -> tuple[str, ...]:
+    def candidates(self, page_url: str, links: Sequence[str]) -> tuple[str, ...]:
         """The links of `page_url` that the fold will consider: normalised, in scope, unique,
-        in order; none when the page is at the depth limit."""
+        in order; none when the page is at the depth limit. At most `MAX_LINKS_SCANNED` links
+        of a page are looked at and `MAX_CANDIDATES` (or `MAX_CANDIDATE_CHARS`) kept, so a
+        page's frontier record always fits in one message."""
         if self.depth_of(page_url) >= self._spec.max_depth:
             return ()
         kept: dict[str, None] = {}
-        for link in links:
+        chars = 0
+        for link in links[:MAX_LINKS_SCANNED]:
             url = normalise(link, ignore_query=self._spec.ignore_query)
-            if url is not None and url not in kept and self._scope.admits(url):
-                kept[url] = None
+            if url is None or url in kept or not self._scope.admits(url):
+                continue
+            chars += len(url)
+            if len(kept) == MAX_CANDIDATES or chars > MAX_CANDIDATE_CHARS:
+                break
+            kept[url] = None
         return tuple(kept)
 
     def canonical_of(self, canonical: str | None) -> str | None:

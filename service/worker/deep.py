@@ -34,6 +34,9 @@ log = get_logger(__name__)
 
 OUTCOMES: Final = {True: "succeeded", False: "failed"}
 
+LINKS_ON_LOOP: Final = 50
+"""Links of a page filtered on the event loop; more go to a thread."""
+
 _Running: TypeAlias = "dict[asyncio.Task[tuple[PageResult, PageContent]], str]"
 """Pages rendering now -> their URLs."""
 
@@ -172,10 +175,13 @@ class DeepCrawlRun(RequestRun):
         await self._outputs.acknowledged()
         plan = self._plan
         outlinks = content.outlinks if result.ok else None
-        expansion = Expansion(
-            links=plan.candidates(url, outlinks.links) if outlinks else (),
-            canonical=plan.canonical_of(outlinks.canonical) if outlinks else None,
-        )
+        links = outlinks.links if outlinks else ()
+        if len(links) > LINKS_ON_LOOP:  # normalising and matching cost ~0.1 ms a link
+            candidates = await asyncio.to_thread(plan.candidates, url, links)
+        else:
+            candidates = plan.candidates(url, links)
+        canonical = plan.canonical_of(outlinks.canonical) if outlinks else None
+        expansion = Expansion(candidates, canonical)
         outcome = "cancelled" if _cancelled(result) else OUTCOMES[result.ok]
         await self._outputs.frontier(self._record("page", url, expansion, outcome))
         admitted = plan.expanded(url, expansion)

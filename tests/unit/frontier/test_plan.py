@@ -7,7 +7,7 @@ import random
 import pytest
 
 from service.contracts import CrawlSpec
-from service.frontier.plan import CrawlPlan, Expansion
+from service.frontier.plan import MAX_CANDIDATE_CHARS, MAX_CANDIDATES, CrawlPlan, Expansion
 
 SITE = "http://site.test"
 
@@ -133,3 +133,11 @@ def test_a_seed_that_is_no_url_is_still_admitted_for_its_result() -> None:
 def test_a_bad_pattern_is_refused_at_intake() -> None:
     with pytest.raises(ValueError, match="include"):
         CrawlSpec(max_pages=5, include=["(unclosed"])
+
+
+def test_a_page_with_endless_links_keeps_a_bounded_record() -> None:
+    plan = CrawlPlan(CrawlSpec(max_pages=5), [SITE + "/"])
+    links = [f"{SITE}/{'x' * 300}/{i}" for i in range(20_000)]
+    kept = plan.candidates(SITE + "/", links)
+    assert 0 < len(kept) <= MAX_CANDIDATES
+    assert sum(len(url) for url in kept) <= MAX_CANDIDATE_CHARS
