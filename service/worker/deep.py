@@ -24,6 +24,8 @@ from service.worker.hosts import host_key
 from service.worker.run import RequestRun
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from service.contracts import CrawlRequest, CrawlSpec, PageResult, RecordSource
     from service.crawling.fetch import PageContent
     from service.frontier.plan import Admitted
@@ -44,18 +46,26 @@ _Running: TypeAlias = "dict[asyncio.Task[tuple[PageResult, PageContent]], str]"
 class HostPacer:
     """Spaces the starts of one crawl's pages of a host by `delay_s` (`crawl.delay_ms`)."""
 
-    def __init__(self, delay_s: float) -> None:
+    def __init__(
+        self,
+        delay_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self._delay_s = delay_s
+        self._clock = clock
+        self._sleep = sleep
         self._next: dict[str, float] = {}
 
     async def turn(self, host: str) -> None:
+        """Return when a page of `host` may start: `delay_s` after the previous one's turn."""
         if self._delay_s <= 0:
             return
-        now = time.monotonic()
+        now = self._clock()
         start = max(now, self._next.get(host, now))
         self._next[host] = start + self._delay_s
         if start > now:
-            await asyncio.sleep(start - now)
+            await self._sleep(start - now)
 
 
 class DeepCrawlRun(RequestRun):
