@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -69,14 +70,25 @@ async def follow_live(
     return 0 if last is not None and last.type == EventType.COMPLETED else 1
 
 
+def _shown(url: str, *, one_host: bool) -> str:
+    """The URL as the table shows it: its path and query when every result has one host."""
+    if not one_host:
+        return url
+    parts = urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
 def summary_table(results: list[PageResult]) -> Table:
     table = Table(title="Results")
-    for column in ("URL", "depth", "ok", "status", "title", "markdown", "links", "ms", "error"):
+    hosts = sorted({urlsplit(result.url).netloc for result in results})
+    one_host = len(hosts) == 1
+    table.add_column(f"path on {hosts[0]}" if one_host else "URL", overflow="fold")
+    for column in ("depth", "ok", "status", "title", "markdown", "links", "ms", "error"):
         table.add_column(column)
     for result in results:
         links = result.links
         table.add_row(
-            result.url,
+            _shown(result.url, one_host=one_host),
             str(result.depth),
             "yes" if result.ok else "no",
             str(result.status_code or "-"),
