@@ -142,6 +142,7 @@ async def test_the_readme_kcat_lines_work_as_written(fresh_broker, tmp_path):
             "crawl.progress",
             "crawl.dead-letter",
             "crawl.control",
+            "crawl.frontier",
         )
         for text in (topic, str(key_partition))
     ]
@@ -161,7 +162,14 @@ async def test_topics_create_makes_the_topics_a_producer_can_write_at_once(kafka
     crawlstream = f"{shlex.quote(sys.executable)} -m service topics"
     first = await run(f"{crawlstream} create", topics.env(), REPO)
     assert first.returncode == 0, first.stderr
-    names = [topics.requests, topics.results, topics.progress, topics.dead_letter, topics.control]
+    names = [
+        topics.requests,
+        topics.results,
+        topics.progress,
+        topics.dead_letter,
+        topics.control,
+        topics.frontier,
+    ]
     assert first.lines == [f"{name}\t4 partitions\tcreated" for name in names]
     produce = f"echo 'r-1|{{}}' | {kcat} -P -b {kafka} -t {topics.requests} -K '|'"
     produced = await run(produce, {}, tmp_path)
