@@ -13,9 +13,12 @@ import asyncio
 from typing import TYPE_CHECKING, Final
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
+from service.backoff import backoff_s
 from service.contracts import FrontierRecord
+from service.errors import BrokerUnavailableError
 from service.logs import get_logger
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
@@ -32,15 +35,34 @@ CLOCK_SKEW_MS: Final = 3_600_000
 
 FETCH_TIMEOUT_MS: Final = 500
 
+READ_ATTEMPTS: Final = 10
+RETRY_BASE_S: Final = 1.0
+RETRY_MAX_S: Final = 30.0
+
 
 async def read_job(
     settings: Settings, request_id: str, source: RecordSource, *, since_ms: int
 ) -> list[FrontierRecord]:
     """The frontier records of the job answering `source`, in the order they were written.
 
-    Raises `TimeoutError` or a `KafkaError` when the broker cannot be read within
-    `CRAWL_KAFKA_TIMEOUT` (the record is then retried like any broker trouble).
+    Broker trouble is retried `READ_ATTEMPTS` times with backoff (about 4 minutes in all);
+    then the last error is raised and the run fails.
     """
+    for attempt in range(READ_ATTEMPTS):
+        try:
+            return await _read(settings, request_id, source, since_ms=since_ms)
+        except (KafkaError, TimeoutError, BrokerUnavailableError) as exc:
+            if attempt + 1 == READ_ATTEMPTS:
+                raise
+            wait_s = backoff_s(attempt, base_s=RETRY_BASE_S, max_s=RETRY_MAX_S)
+            log.warning("frontier.read_failed", error=repr(exc), attempt=attempt, wait_s=wait_s)
+            await asyncio.sleep(wait_s)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _read(
+    settings: Settings, request_id: str, source: RecordSource, *, since_ms: int
+) -> list[FrontierRecord]:
     topic = settings.frontier_topic
     partitions = await partitions_of(settings, topic)
     tp = TopicPartition(topic, partition_for(request_id, len(partitions)))
