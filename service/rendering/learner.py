@@ -13,7 +13,8 @@ script-rendered page costs a few milliseconds; a browser page costs a hundred or
 A decision expires after `ttl_s` or `max_pages` pages sent by it, whichever comes first; the
 next page of the host then probes HTTP once: if it needs the browser again the decision is
 renewed at once, if not the host is back on HTTP. Hosts are forgotten least recently used
-first beyond `max_hosts`. Memory is per worker: each replica learns on its own.
+first beyond `max_hosts`. Memory is per worker: each replica learns on its own. A threshold
+of 0 learns nothing (every page is fetched over HTTP first).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from service.settings import Settings
 
 THRESHOLD: Final = 3
 """Pages in a row of one host that needed the browser before the host goes straight to it."""
@@ -68,6 +71,10 @@ class HostRenderMemory:
         self._clock = clock
         self._hosts: OrderedDict[str, _Host] = OrderedDict()
 
+    @classmethod
+    def from_settings(cls, settings: Settings) -> HostRenderMemory:
+        return cls(threshold=settings.render_learn_after)
+
     def __len__(self) -> int:
         return len(self._hosts)
 
@@ -89,7 +96,8 @@ class HostRenderMemory:
         """An HTTP answer of `host` was a shell (or lacked `wait_for`): the browser did it."""
         state = self._state(host)
         state.streak += 1
-        if state.streak >= self._threshold and state.decided_at is None:
+        learned = self._threshold > 0 and state.streak >= self._threshold
+        if learned and state.decided_at is None:
             state.decided_at = self._clock()
             state.sent = 0
 

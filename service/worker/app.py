@@ -90,7 +90,7 @@ class Worker:
             robots_source = await stack.enter_async_context(HttpRobotsSource(proxy.access))
             robots = await stack.enter_async_context(RobotsCache(robots_source))
             static = await stack.enter_async_context(StaticFetcher(proxy.access, policy))
-            renderer = PageRenderer(static, HostRenderMemory(), self._metrics)
+            renderer = PageRenderer(static, HostRenderMemory.from_settings(settings), self._metrics)
             control = await stack.enter_async_context(ControlReader(settings, self._cancels()))
             gate = await self._memory_gate(stack)
             scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))

@@ -81,3 +81,10 @@ def test_hosts_beyond_the_bound_are_forgotten_least_recent_first():
     assert len(memory) == 2
     assert memory.straight_to_browser("a.test")
     assert not memory.straight_to_browser("b.test")
+
+
+def test_a_threshold_of_zero_never_learns():
+    memory = _memory(Clock(), threshold=0)
+    for _ in range(50):
+        memory.needed_browser("spa.test")
+    assert not memory.straight_to_browser("spa.test")
