@@ -10,7 +10,10 @@ with `render: http` (so the two cores are not the bound: each page waits on the 
 Production starts only once the group is stable: every worker's log shows its assignment,
 together they own every partition once, and each worker's governor has reached its page
 ceiling (its `crawl_concurrency_limit` metric), so no rebalance or slow start is timed.
-Timed from the first request produced to the last terminal event read.
+Timed from the first request produced to the last terminal event read; "start s" is from
+the first request produced to the first page starting (results' `fetched_at - elapsed_ms`),
+"end s" from the last page done to the last terminal event read (produce, intake and the
+output path: the part of a run that does not shrink with more replicas).
 
 Request IDs are chosen so that the requests spread evenly over the request partitions
 (`--requests` / 12 per partition): with 24 arbitrary IDs murmur2 puts 0 to 5 requests on a
@@ -39,7 +42,8 @@ from typing import TYPE_CHECKING, Final
 
 import aiohttp
 from _common import ROOT, Stopwatch
-from harness import Topics, WorkerProcess, collecting, descendants, produce
+from aiokafka import AIOKafkaProducer
+from harness import Topics, WorkerProcess, collecting, descendants
 from testsite import serve
 
 from service.broker import LocalBroker
@@ -68,6 +72,10 @@ class Figures:
     seconds: float
     cpu_ms: float
     by_worker: dict[str, int]
+    start_s: float
+    """From the first request produced to the first page starting."""
+    end_s: float
+    """From the last page done to its request's terminal event read."""
 
     @property
     def rate(self) -> float:
@@ -193,11 +201,16 @@ async def measure(
         async with collecting(topics) as collector:
             pids = [worker.process.pid for worker in workers if worker.process is not None]
             cpu_before = sum(tree_cpu_ms(pid) for pid in pids)
+            began = time.time()
             with Stopwatch() as watch:
-                await produce(topics, messages)
+                await produce_all(topics, messages)
                 await _all_done(collector, ids)
+            ended = time.time()
             cpu_ms = sum(tree_cpu_ms(pid) for pid in pids) - cpu_before
-            by_worker = Counter(result.worker for result, _ in collector.seen.results)
+            results = [result for result, _ in collector.seen.results]
+            by_worker = Counter(result.worker for result in results)
+            first = min(r.fetched_at.timestamp() - r.elapsed_ms / 1000 for r in results)
+            last = max(r.fetched_at.timestamp() for r in results)
     finally:
         for worker in workers:
             with contextlib.suppress(Exception):
@@ -209,7 +222,20 @@ async def measure(
         seconds=watch.seconds,
         cpu_ms=cpu_ms,
         by_worker=dict(sorted(by_worker.items())),
+        start_s=first - began,
+        end_s=ended - last,
     )
+
+
+async def produce_all(topics: Topics, messages: list[tuple[bytes, bytes]]) -> None:
+    """Send every request at once (acks=all) and wait for all acknowledgements together."""
+    producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        sent = [await producer.send(topics.requests, value, key=key) for key, value in messages]
+        await asyncio.gather(*sent)
+    finally:
+        await producer.stop()
 
 
 def _site(port: int) -> str:
@@ -243,12 +269,15 @@ async def main() -> None:
     print(f"{args.page_ms} ms (server side), render http, {PARTITIONS} request partitions")
     print(f"requests per partition: balanced IDs {spread(balanced_ids('x', args.requests))}")
     print(f"                        plain IDs    {spread(plain)} (not used)")
-    print(f"{'replicas':<10}{'pages/s':>10}{'x one':>8}{'seconds':>10}  pages per worker")
+    print(
+        f"{'replicas':<10}{'pages/s':>10}{'x one':>8}{'seconds':>10}{'start s':>9}{'end s':>7}"
+        "  pages per worker"
+    )
     one = runs[0].rate
     for run in runs:
         print(
             f"{run.replicas:<10}{run.rate:>10.2f}{run.rate / one:>8.2f}{run.seconds:>10.2f}"
-            f"  {run.by_worker}"
+            f"{run.start_s:>9.2f}{run.end_s:>7.2f}  {run.by_worker}"
         )
     http_cpu = runs[0].cpu_ms / runs[0].pages
     print(f"CPU per page, worker + Chromium tree: http {http_cpu:.1f} ms", end="")
