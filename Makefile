@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit integration schemas bench bench-failover bench-deep clean
+.PHONY: setup demo test lint unit integration schemas bench bench-scaling bench-failover bench-deep clean
 
 ## Install what is missing: Chromium (apt), the virtual environment, the locked packages.
 setup: $(STAMP)
@@ -41,6 +41,10 @@ schemas: setup
 
 bench: setup
 	$(BIN)/python bench/throughput.py
+
+## 1, 2 and 3 workers on a latency-bound site (render http), and CPU per page of the browser.
+bench-scaling: setup
+	$(BIN)/python bench/scaling.py
 
 ## Duplicates and re-runs when workers die, leave or join, and across a 60 s broker outage.
 bench-failover: setup

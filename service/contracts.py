@@ -21,6 +21,7 @@ from pydantic import (
     StringConstraints,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 SCHEMA_VERSION: Final = 1
@@ -85,6 +86,13 @@ class _Untrusted(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+RenderMode = Literal["browser", "http", "auto"]
+"""How a request's pages are fetched (`CrawlOptions.render`)."""
+
+RenderedBy = Literal["browser", "http"]
+"""Which path produced a page's result (`PageResult.rendered_by`)."""
+
+
 class CrawlOptions(_Untrusted):
     """How each page of a request is fetched and what comes back."""
 
@@ -109,8 +117,21 @@ class CrawlOptions(_Untrusted):
     """Budget of the whole request from the moment a worker accepts it (separate from the
     per-page `timeout_ms`); when it passes, pages still running are closed, the others get
     `deadline` results and the run ends `expired`. Clamped to `CRAWL_MAX_REQUEST_DEADLINE`."""
+    render: RenderMode = "browser"
+    """How pages are fetched: `browser` (headless Chromium, runs scripts), `http` (one HTTP
+    request per page, no scripts: an order of magnitude cheaper), or `auto` (HTTP first, the
+    browser when the page needs it: an app shell, `wait_for` not in the static HTML, a
+    screenshot, a content type the browser handles better, or a host whose pages keep needing
+    it). Same URL policy, robots, politeness, retries and extraction on every path; each
+    result's `rendered_by` says which path produced it. `http` cannot take screenshots."""
 
     _unique_formats = field_validator("formats", "block_resources")(_sorted_unique)
+
+    @model_validator(mode="after")
+    def _screenshot_needs_a_browser(self) -> CrawlOptions:
+        if self.render == "http" and Format.SCREENSHOT in self.formats:
+            raise ValueError("render `http` cannot take screenshots: use `auto` or `browser`")
+        return self
 
 
 class CrawlSpec(_Untrusted):
@@ -312,6 +333,10 @@ class PageResult(BaseModel):
     """Links followed from a seed to reach this page (0: a seed or a sitemap page)."""
     parent_url: str | None = None
     """The page whose link admitted this one (null for seeds and sitemap pages)."""
+    rendered_by: RenderedBy | None = None
+    """The path that produced this result: `browser` or `http` (see `CrawlOptions.render`);
+    null for pages never fetched (refused by the URL policy or robots.txt, cancelled, past the
+    request's deadline, quarantined)."""
 
 
 class EventType(StrEnum):

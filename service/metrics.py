@@ -110,6 +110,18 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.pages_rendered = Counter(
+            "crawl_pages_rendered_total",
+            "Pages fetched, by the path that produced the result (browser, http).",
+            ["path"],
+            registry=r,
+        )
+        self.render_escalations = Counter(
+            "crawl_render_escalations_total",
+            "Pages of `render: auto` sent to the browser, by reason.",
+            ["reason"],
+            registry=r,
+        )
         self.pages_shed = Counter(
             "crawl_pages_shed_total", "In-flight pages handed back at critical memory.", registry=r
         )

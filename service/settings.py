@@ -163,6 +163,10 @@ class Settings(BaseSettings):
     retry_backoff_max: Seconds = Field(default=timedelta(seconds=30), gt=timedelta(0))
     """Longest wait before a retry, a server's `Retry-After` included."""
 
+    render_learn_after: int = Field(default=3, ge=0)
+    """Pages in a row of one host that `render: auto` had to send to the browser, after which
+    the host's pages go straight to it (for 10 minutes or 100 pages; 0: never learn)."""
+
     # --- Browser -------------------------------------------------------------------------
     browser_executable: Path | None = None
     """Chromium to launch; default: Playwright's own build when installed, else `chromium`

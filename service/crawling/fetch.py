@@ -27,9 +27,11 @@ from service.crawling.extraction import FollowRules, HtmlTooComplexError, Outlin
 from service.errors import BrowserUnavailableError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from playwright.async_api import Page, Response
 
-    from service.contracts import CrawlOptions
+    from service.contracts import CrawlOptions, RenderedBy
     from service.crawling.browser import RequestContext
     from service.crawling.refusals import RefusedTargets
 
@@ -77,6 +79,8 @@ class PageContent:
     """Seconds the server asked to wait before trying again (`Retry-After`), if it said."""
     outlinks: Outlinks | None = None
     """The links a deep crawl may follow from the page (when it asked)."""
+    rendered_by: RenderedBy | None = None
+    """The path that fetched the page (None: it was never fetched)."""
 
     def result_fields(self) -> dict[str, object]:
         """The fields that go onto the `PageResult` as they are."""
@@ -209,6 +213,33 @@ async def _content(
 ) -> PageContent:
     """The result of a document read: `status` of the answer that made it, `answer` itself
     when known (for `Retry-After`)."""
+    return await page_content(
+        status=status,
+        final_url=final_url,
+        html=html,
+        options=options,
+        max_bytes=max_bytes,
+        screenshot=screenshot,
+        follow=follow,
+        retry_after=answer.headers.get("retry-after") if answer is not None else None,
+    )
+
+
+async def page_content(
+    *,
+    status: int | None,
+    final_url: str,
+    html: str,
+    options: CrawlOptions,
+    max_bytes: int,
+    screenshot: str | None = None,
+    follow: FollowRules | None = None,
+    retry_after: str | None = None,
+    truncated: bool = False,
+) -> PageContent:
+    """Extract what `options` asks for from a document's HTML, whichever path fetched it:
+    `status` of the answer that made it, its `Retry-After` value, and whether the document
+    was already cut short (`truncated`)."""
     kept_html, cut_html = cut(html, max_bytes)
     try:
         extracted = await asyncio.to_thread(
@@ -223,8 +254,7 @@ async def _content(
     retry_after_s = None
     if status is not None and status >= HTTP_ERROR_FROM:
         error = PageError(code=ErrorCode.HTTP_ERROR, message=f"HTTP {status}")
-        if answer is not None:
-            retry_after_s = parse_retry_after(answer.headers.get("retry-after"))
+        retry_after_s = parse_retry_after(retry_after)
     return PageContent(
         ok=error is None,
         final_url=final_url,
@@ -237,7 +267,7 @@ async def _content(
         links=extracted.links,
         metadata=extracted.metadata,
         screenshot=None if too_big_shot else screenshot,
-        truncated=cut_html or cut_markdown or cut_text or too_big_shot,
+        truncated=truncated or cut_html or cut_markdown or cut_text or too_big_shot,
         retry_after_s=retry_after_s,
         outlinks=extracted.outlinks if error is None else None,
     )
@@ -264,12 +294,18 @@ def proxy_failure(response: Response | None) -> PageContent | None:
     """The egress proxy answered instead of the target: it refused it or could not reach it."""
     if response is None:
         return None
-    headers = response.headers
+    return proxy_refusal(response.url, response.headers)
+
+
+def proxy_refusal(url: str, headers: Mapping[str, str]) -> PageContent | None:
+    """The result when `headers` (lower-case names, or a case-insensitive mapping) are the
+    egress proxy's own answer: 403 with `x-crawlstream-blocked` for a target the policy
+    forbids, 502 with `x-crawlstream-error` for one it could not resolve or reach."""
     if BLOCKED_HEADER in headers:
-        return failed(ErrorCode.BLOCKED, f"{response.url}: {headers[BLOCKED_HEADER]}")
+        return failed(ErrorCode.BLOCKED, f"{url}: {headers[BLOCKED_HEADER]}")
     code = headers.get(ERROR_HEADER)
     if code is not None and code in _PROXY_CODES:
-        return failed(ErrorCode(code), f"{code} error for {response.url}")
+        return failed(ErrorCode(code), f"{code} error for {url}")
     return None
 
 

@@ -29,6 +29,7 @@ from service.messaging.failures import PublishError, root_cause
 from service.messaging.offsets import Verdict
 from service.messaging.publisher import Publisher
 from service.messaging.topics import ensure_topics
+from service.rendering import HostRenderMemory, PageRenderer, StaticFetcher
 from service.worker.deep import new_run
 from service.worker.deps import WorkerDeps
 from service.worker.intake import parse_request
@@ -88,6 +89,8 @@ class Worker:
             )
             robots_source = await stack.enter_async_context(HttpRobotsSource(proxy.access))
             robots = await stack.enter_async_context(RobotsCache(robots_source))
+            static = await stack.enter_async_context(StaticFetcher(proxy.access, policy))
+            renderer = PageRenderer(static, HostRenderMemory.from_settings(settings), self._metrics)
             control = await stack.enter_async_context(ControlReader(settings, self._cancels()))
             gate = await self._memory_gate(stack)
             scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))
@@ -107,6 +110,7 @@ class Worker:
                 control=control,
                 refusals=refusals,
                 sitemaps=robots_source,
+                renderer=renderer,
             )
             self._consumer = RequestConsumer(
                 settings,

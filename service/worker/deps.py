@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from service.frontier.sitemap import TextSource
     from service.messaging.publisher import Publisher
     from service.metrics import Metrics
+    from service.rendering import PageRenderer
     from service.settings import Settings
     from service.worker.scheduler import PageScheduler
 
@@ -35,3 +36,5 @@ class WorkerDeps:
     """Targets the egress proxy refused, so a refused https page is `blocked`."""
     sitemaps: TextSource
     """Fetches sitemaps (and robots.txt) through the egress proxy, for deep crawls."""
+    renderer: PageRenderer
+    """Picks each page's path (`render`: browser, http, auto) and runs it."""

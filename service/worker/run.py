@@ -273,28 +273,39 @@ class RequestRun:
         )
 
     async def _render(self, url: str, timeout_s: float) -> PageContent:
-        settings = self._deps.settings
+        """The page by the request's `render` path (the browser, HTTP, or HTTP first)."""
         self._deps.metrics.pages_in_flight.inc()
         try:
-            for _attempt in range(BROWSER_ATTEMPTS):
-                try:
-                    context = await self._open_context()
-                    return await fetch_page(
-                        context,
-                        url,
-                        self._request.options,
-                        timeout_s=timeout_s,
-                        max_result_bytes=int(settings.max_result_bytes),
-                        refusals=self._deps.refusals,
-                        follow=self._follow,
-                    )
-                except BrowserUnavailableError as exc:
-                    log.warning("page.browser_lost", url=url, error=str(exc))
-                    self._deps.metrics.page_retries.labels("browser").inc()
-                    last = exc
-            return failed(ErrorCode.BROWSER_CRASH, str(last))
+            return await self._deps.renderer.render(
+                url,
+                self._request.options,
+                host=host_key(url),
+                timeout_s=timeout_s,
+                max_bytes=int(self._deps.settings.max_result_bytes),
+                follow=self._follow,
+                browser=lambda browser_s: self._browser(url, browser_s),
+            )
         finally:
             self._deps.metrics.pages_in_flight.dec()
+
+    async def _browser(self, url: str, timeout_s: float) -> PageContent:
+        for _attempt in range(BROWSER_ATTEMPTS):
+            try:
+                context = await self._open_context()
+                return await fetch_page(
+                    context,
+                    url,
+                    self._request.options,
+                    timeout_s=timeout_s,
+                    max_result_bytes=int(self._deps.settings.max_result_bytes),
+                    refusals=self._deps.refusals,
+                    follow=self._follow,
+                )
+            except BrowserUnavailableError as exc:
+                log.warning("page.browser_lost", url=url, error=str(exc))
+                self._deps.metrics.page_retries.labels("browser").inc()
+                last = exc
+        return failed(ErrorCode.BROWSER_CRASH, str(last))
 
     async def _open_context(self) -> RequestContext:
         async with self._context_lock:

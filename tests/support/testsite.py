@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import _hostile
+import _jsapps
 import _navigating
 import _routes
 import _state
 import _webrtc
 from _hitcounter import HitCounter, hit_counter
+from _jsapps import JS_KINDS, marker
 from aiohttp import web
 from yarl import URL
 
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
     from collections import Counter
     from collections.abc import AsyncIterator
 
-__all__ = ["HitCounter", "TestSite", "build_app", "hit_counter", "serve"]
+__all__ = ["JS_KINDS", "HitCounter", "TestSite", "build_app", "hit_counter", "marker", "serve"]
 
 SHUTDOWN_TIMEOUT_SECONDS = 1.0
 """How long stopping waits for open requests (a trickle never ends) before cancelling them."""
@@ -52,6 +54,7 @@ def build_app() -> web.Application:
     app.add_routes(_hostile.ROUTES)
     app.add_routes(_webrtc.ROUTES)
     app.add_routes(_navigating.ROUTES)
+    app.add_routes(_jsapps.ROUTES)
     return app
 
 
