@@ -35,7 +35,7 @@ from reference_crawl import reference_crawl
 
 from service.broker import LocalBroker
 from service.contracts import CrawlRequest, CrawlSpec, ProgressEvent, dump
-from service.frontier.plan import CrawlPlan, Expansion
+from service.frontier.plan import MAX_CANDIDATES, CrawlPlan, Expansion
 from service.frontier.seen import SeenSet
 from service.frontier.urls import fingerprint
 from service.messaging.topics import ensure_topics
@@ -169,10 +169,12 @@ def seen_memory() -> None:
     print(f"SeenSet of {len(seen):,} URLs: table {seen.nbytes / len(seen):.1f} B/URL, ", end="")
     print(f"peak while building {peak / len(seen):.1f} B/URL")
     plan = CrawlPlan(CrawlSpec(max_pages=10_000, max_depth=3), ["https://example.com/"])
-    links = tuple(urls)
+    pages = [urls[i : i + MAX_CANDIDATES] for i in range(0, len(urls), MAX_CANDIDATES)]
     tracemalloc.start()
     started = time.perf_counter()
-    plan.expanded("https://example.com/", Expansion(plan.candidates("https://example.com/", links)))
+    for n, links in enumerate(pages):  # each admitted page in turn links the next 2,000 URLs
+        page = plan.admitted[n].url
+        plan.expanded(page, Expansion(plan.candidates(page, links)))
     seconds = time.perf_counter() - started
     current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
