@@ -42,6 +42,8 @@ ALLOWED_SCHEMES: Final = frozenset({"http", "https"})
 
 RequestId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
 
+SessionKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+
 
 def utc_now() -> datetime:
     return datetime.now(tz=UTC)
@@ -109,6 +111,10 @@ class CrawlOptions(_Untrusted):
     """Budget of the whole request from the moment a worker accepts it (separate from the
     per-page `timeout_ms`); when it passes, pages still running are closed, the others get
     `deadline` results and the run ends `expired`. Clamped to `CRAWL_MAX_REQUEST_DEADLINE`."""
+    session: SessionKey | None = None
+    """Isolation key: requests with the same `session` may share one browser context (cookies,
+    storage, cache) on purpose, also at the same time on one worker; without it a request gets
+    a context of its own that no other request ever sees."""
 
     _unique_formats = field_validator("formats", "block_resources")(_sorted_unique)
 
