@@ -1,11 +1,17 @@
 """Service end to end against a bare Playwright loop, side by side on the same local site.
 
-    .venv/bin/python bench/throughput.py [--pages 300] [--concurrency 8]
+    .venv/bin/python bench/throughput.py [--pages 300] [--concurrency 8] [--py-spy DIR]
 
-(a) bare: one browser, one context, `concurrency` reused pages, `goto` + `content()`.
-(b) service: a real broker, one `crawlstream worker` process, requests of 10 URLs asking
-    for markdown+links+metadata, timed from the first request produced to the last terminal
-    event read. Prints pages/s of each, their ratio, and peak PSS of each process tree.
+(a) bare: one browser, one context, `concurrency` reused pages, `goto` + `content()`; run
+    before and after the service rows, their mean is the reference.
+(b) service: a real broker, one `crawlstream worker` process with default settings (but the
+    host limit raised to `concurrency`: the site is one host), requests of 10 URLs asking for
+    markdown+links+metadata, timed from the first request produced to the last terminal
+    event read; once with the default isolation (a context per request) and once with every
+    request in one `session`. Prints pages/s of each, their ratio to the bare loop, peak PSS
+    of each process tree, and CPU-ms per page of each process role (worker, Playwright's
+    driver, Chromium, broker). `--py-spy DIR` records the worker's Python stacks (needs
+    py-spy in the virtual environment; not part of the lock).
 """
 
 from __future__ import annotations
@@ -13,27 +19,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from _common import ROOT, PeakPss, Stopwatch, mib, worker_env
+from _cpu import CpuAccount, cpu_lines
 from playwright.async_api import async_playwright
 from testsite import serve
 
 from service.broker import LocalBroker
-from service.contracts import CrawlRequest, dump
+from service.contracts import CrawlOptions, CrawlRequest, Format, dump
 from service.crawling.launch import CHROMIUM_ARGS
 from service.settings import Settings
 
 URLS_PER_REQUEST = 10
 
 
+FORMATS = [Format.MARKDOWN, Format.LINKS, Format.METADATA]
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """What one path measured."""
+
+    rate: float
+    pss: int
+    cpu: dict[str, float] = field(default_factory=dict)
+
+
 def _urls(base: str, pages: int, run: str) -> list[str]:
     return [f"{base}/page/{n}?run={run}" for n in range(pages)]
 
 
-async def bare_loop(urls: list[str], concurrency: int) -> tuple[float, int]:
-    """pages/s and peak PSS of a plain Playwright loop with the service's launch flags."""
+async def bare_loop(urls: list[str], concurrency: int) -> Run:
+    """pages/s, peak PSS and CPU of a plain Playwright loop with the service's launch flags."""
     queue: asyncio.Queue[str] = asyncio.Queue()
     for url in urls:
         queue.put_nowait(url)
@@ -50,21 +72,45 @@ async def bare_loop(urls: list[str], concurrency: int) -> tuple[float, int]:
                 await page.goto(url, timeout=30_000)  # type: ignore[attr-defined]
                 await page.content()  # type: ignore[attr-defined]
 
-        async with PeakPss(os.getpid()).running() as pss:
+        driver = _driver_pid()
+        roots = {os.getpid(): "bench (python)", driver: "driver (node)"}
+        async with (
+            PeakPss(driver).running() as pss,
+            CpuAccount(roots, alone=frozenset({os.getpid()})).running() as cpu,
+        ):
             with Stopwatch() as watch:
                 await asyncio.gather(*(drive(page) for page in pages))
         await browser.close()
-    return len(urls) / watch.seconds, pss.peak
+    return Run(len(urls) / watch.seconds, pss.peak, cpu.by_role())
+
+
+def _driver_pid() -> int:
+    """Playwright's driver: the node child of this process."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+            if parent == os.getpid() and "(node" in stat:
+                return int(entry.name)
+    raise SystemExit("Playwright's driver not found")
 
 
 async def service(
-    bootstrap: str,
+    broker: LocalBroker,
     site_port: int,
     urls: list[str],
     slots: int,
+    *,
+    session: str | None = None,
     extra_env: dict[str, str] | None = None,
-) -> tuple[float, int]:
-    """pages/s and peak PSS of one worker process crawling `urls` through Kafka."""
+    py_spy: Path | None = None,
+) -> Run:
+    """pages/s, peak PSS and CPU of one worker process crawling `urls` through Kafka (every
+    request in `session` when given)."""
+    bootstrap = broker.bootstrap_servers
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
 
     from service.contracts import ProgressEvent  # noqa: PLC0415
@@ -101,11 +147,14 @@ async def service(
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     chunks = [urls[i : i + URLS_PER_REQUEST] for i in range(0, len(urls), URLS_PER_REQUEST)]
+    options = CrawlOptions(formats=FORMATS, session=session)
     pending = set()
-    async with PeakPss(worker.pid).running() as pss:
+    spy = await _py_spy(worker.pid, py_spy / f"{prefix}.txt") if py_spy else None
+    roots = {worker.pid: "worker (python)", broker.pid: "broker (java)"}
+    async with PeakPss(worker.pid).running() as pss, CpuAccount(roots).running() as cpu:
         with Stopwatch() as watch:
             for n, chunk in enumerate(chunks):
-                request = CrawlRequest(request_id=f"{prefix}-{n}", urls=chunk)
+                request = CrawlRequest(request_id=f"{prefix}-{n}", urls=chunk, options=options)
                 pending.add(request.request_id)
                 await producer.send(
                     settings.requests_topic, dump(request), key=request.request_id.encode()
@@ -117,11 +166,23 @@ async def service(
                     pending.discard(event.request_id)
                     if not pending:
                         break
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        await spy.wait()
     await producer.stop()
     await consumer.stop()
     worker.terminate()
     await worker.wait()
-    return len(urls) / watch.seconds, pss.peak
+    return Run(len(urls) / watch.seconds, pss.peak, cpu.by_role())
+
+
+async def _py_spy(pid: int, out: Path) -> asyncio.subprocess.Process:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    binary = Path(sys.executable).with_name("py-spy")
+    return await asyncio.create_subprocess_exec(
+        binary, "record", "--pid", str(pid), "--format", "raw", "--rate", "200",
+        "--output", str(out), "--nonblocking", stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
 
 
 def _log_file(prefix: str) -> object:
@@ -141,23 +202,35 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pages", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--py-spy", type=Path, default=None)
     args = parser.parse_args()
+    pages, slots = args.pages, args.concurrency
     async with serve() as site, LocalBroker() as broker:
-        await bare_loop(_urls(site.base_url, 40, "warm"), args.concurrency)
-        bare_rate, bare_pss = await bare_loop(
-            _urls(site.base_url, args.pages, "a"), args.concurrency
-        )
-        svc_rate, svc_pss = await service(
-            broker.bootstrap_servers,
-            site.port,
-            _urls(site.base_url, args.pages, "b"),
-            args.concurrency,
-        )
-    print(f"pages: {args.pages}, concurrency: {args.concurrency}")
-    print(f"{'':<28}{'pages/s':>10}{'peak PSS':>14}")
-    print(f"{'bare Playwright loop':<28}{bare_rate:>10.2f}{mib(bare_pss):>14}")
-    print(f"{'service through Kafka':<28}{svc_rate:>10.2f}{mib(svc_pss):>14}")
-    print(f"ratio service/bare: {svc_rate / bare_rate:.2f}")
+        await bare_loop(_urls(site.base_url, 40, "warm"), slots)
+        before = await bare_loop(_urls(site.base_url, pages, "a"), slots)
+        rows = {
+            "service, context per request": await service(
+                broker, site.port, _urls(site.base_url, pages, "b"), slots, py_spy=args.py_spy
+            ),
+            "service, one shared session": await service(
+                broker, site.port, _urls(site.base_url, pages, "c"), slots, session="bench"
+            ),
+        }
+        after = await bare_loop(_urls(site.base_url, pages, "d"), slots)
+    bare = (before.rate + after.rate) / 2
+    print(f"pages: {pages}, concurrency: {slots}")
+    print(f"{'':<32}{'pages/s':>10}{'ratio':>8}{'peak PSS':>14}")
+    print(f"{'bare Playwright loop, before':<32}{before.rate:>10.2f}{'':>8}{mib(before.pss):>14}")
+    print(f"{'bare Playwright loop, after':<32}{after.rate:>10.2f}{'':>8}{mib(after.pss):>14}")
+    for label, run in rows.items():
+        print(f"{label:<32}{run.rate:>10.2f}{run.rate / bare:>8.2f}{mib(run.pss):>14}")
+    default = rows["service, context per request"].rate / bare
+    print(f"ratio service/bare (default isolation): {default:.2f}")
+    for line in cpu_lines("bare loop (before)", before.cpu, pages):
+        print(line)
+    for label, run in rows.items():
+        for line in cpu_lines(label, run.cpu, pages):
+            print(line)
 
 
 if __name__ == "__main__":
