@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit integration schemas bench bench-failover clean
+.PHONY: setup demo test lint unit integration schemas bench bench-latency bench-failover clean
 
 ## Install what is missing: Chromium (apt), the virtual environment, the locked packages.
 setup: $(STAMP)
@@ -41,6 +41,10 @@ schemas: setup
 
 bench: setup
 	$(BIN)/python bench/throughput.py
+
+## p50/p95 of a 1-URL request end to end against a bare Playwright page load, in one run.
+bench-latency: setup
+	$(BIN)/python bench/latency.py
 
 ## Duplicates and re-runs when workers die, leave or join, and across a 60 s broker outage.
 bench-failover: setup
