@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 from _common import ROOT, worker_env
 from playwright.async_api import async_playwright
@@ -29,6 +31,9 @@ from service.broker import LocalBroker
 from service.contracts import CrawlOptions, CrawlRequest, EventType, Format, ProgressEvent, dump
 from service.crawling.launch import CHROMIUM_ARGS
 from service.settings import Settings
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 WARMUP = 5
 """Samples of each path measured first and left out (the browser and the JIT warm up)."""
@@ -61,8 +66,10 @@ async def bare(url: str, samples: int) -> list[float]:
     return times[WARMUP:]
 
 
-async def service(broker: LocalBroker, site_port: int, url: str, samples: int) -> list[dict]:
-    """Per sample: the total and the phases, in seconds."""
+async def service(
+    broker: LocalBroker, site_port: int, url: str, samples: int
+) -> tuple[list[dict], dict[str, float]]:
+    """Per sample: the total and the phases, in seconds; and the worker's own step times."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
 
     from service.messaging.topics import ensure_topics  # noqa: PLC0415
@@ -77,7 +84,8 @@ async def service(broker: LocalBroker, site_port: int, url: str, samples: int) -
         dead_letter_topic=f"{prefix}.dead-letter",
     )
     await ensure_topics(settings)
-    log = (ROOT / ".bench" / f"{prefix}-worker.log").open("wb")
+    log_path = ROOT / ".bench" / f"{prefix}-worker.log"
+    log = log_path.open("wb")
     env = worker_env(bootstrap, prefix, site_port, CRAWL_LOG_LEVEL="debug")
     worker = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "service", "worker", env=env, stderr=log
@@ -105,7 +113,16 @@ async def service(broker: LocalBroker, site_port: int, url: str, samples: int) -
         await consumer.stop()
         worker.terminate()
         await worker.wait()
-    return runs[WARMUP:]
+    steps = _timings(log_path)
+    return runs[WARMUP:], steps
+
+
+def _timings(log_path: Path) -> dict[str, float]:
+    """Median of each step of the worker's `run.timing` (ms after the record was produced)."""
+    lines = log_path.read_text(errors="replace").splitlines()
+    rows = [json.loads(line) for line in lines if '"run.timing"' in line][WARMUP:]
+    keys = [key for key in rows[0] if key.endswith("_ms")] if rows else []
+    return {key: statistics.median(row[key] for row in rows if key in row) for key in keys}
 
 
 async def _one(producer, consumer, settings, url, options) -> dict:  # noqa: ANN001
@@ -129,7 +146,6 @@ async def _one(producer, consumer, settings, url, options) -> dict:  # noqa: ANN
                 read = time.time()
         if "terminal" in stamps and "result" in stamps:
             break
-    print(f"sample {request.request_id} sent {sent:.3f}", file=sys.stderr)
     return {
         "total": read - sent,
         "to accepted": stamps["accepted"] - sent,
@@ -146,7 +162,7 @@ async def main() -> None:
     async with serve() as site, LocalBroker() as broker:
         page = f"{site.base_url}/page/7"
         bare_times = await bare(page, args.samples)
-        runs = await service(broker, site.port, page, args.samples)
+        runs, steps = await service(broker, site.port, page, args.samples)
     bare_p50, bare_p95 = quantiles(bare_times)
     svc_p50, svc_p95 = quantiles([run["total"] for run in runs])
     print(f"samples: {args.samples} of each, after {WARMUP} left out")
@@ -156,6 +172,9 @@ async def main() -> None:
     for phase in PHASES:
         p50, p95 = quantiles([run[phase] for run in runs])
         print(f"{'  ' + phase:<40}{p50:>10.0f}{p95:>10.0f}")
+    print("worker steps, median ms after the request was produced (debug log run.timing):")
+    for key, value in steps.items():
+        print(f"  {key.removesuffix('_ms'):<38}{value:>10.0f}")
     print(f"service p50 - bare p50: {svc_p50 - bare_p50:.0f} ms (target <= 100)")
 
 
