@@ -1,6 +1,6 @@
 """End-to-end latency of a 1-URL request against a bare Playwright page load, in one run.
 
-    .venv/bin/python bench/latency.py [--samples 40]
+    .venv/bin/python bench/latency.py [--samples 40] [--session KEY]
 
 (a) bare: a warm browser, one context, one reused page; `goto` + `content()` of the page.
 (b) service: a real broker and one `crawlstream worker` process with default settings; one
@@ -67,7 +67,7 @@ async def bare(url: str, samples: int) -> list[float]:
 
 
 async def service(
-    broker: LocalBroker, site_port: int, url: str, samples: int
+    broker: LocalBroker, site_port: int, url: str, samples: int, session: str | None
 ) -> tuple[list[dict], dict[str, float]]:
     """Per sample: the total and the phases, in seconds; and the worker's own step times."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
@@ -102,7 +102,9 @@ async def service(
     # started now: metadata read while the new topics had no leaders yet is never refreshed
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, acks=1)
     await producer.start()
-    options = CrawlOptions(formats=[Format.MARKDOWN, Format.LINKS, Format.METADATA])
+    options = CrawlOptions(
+        formats=[Format.MARKDOWN, Format.LINKS, Format.METADATA], session=session
+    )
     runs = []
     try:
         for n in range(samples + WARMUP):
@@ -158,14 +160,16 @@ async def _one(producer, consumer, settings, url, options) -> dict:  # noqa: ANN
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=40)
+    parser.add_argument("--session", default=None, help="every request in this session")
     args = parser.parse_args()
     async with serve() as site, LocalBroker() as broker:
         page = f"{site.base_url}/page/7"
         bare_times = await bare(page, args.samples)
-        runs, steps = await service(broker, site.port, page, args.samples)
+        runs, steps = await service(broker, site.port, page, args.samples, args.session)
     bare_p50, bare_p95 = quantiles(bare_times)
     svc_p50, svc_p95 = quantiles([run["total"] for run in runs])
-    print(f"samples: {args.samples} of each, after {WARMUP} left out")
+    isolation = f"session {args.session!r}" if args.session else "a context per request"
+    print(f"samples: {args.samples} of each, after {WARMUP} left out; service: {isolation}")
     print(f"{'':<40}{'p50 ms':>10}{'p95 ms':>10}")
     print(f"{'bare Playwright page load':<40}{bare_p50:>10.0f}{bare_p95:>10.0f}")
     print(f"{'service: produce to terminal event read':<40}{svc_p50:>10.0f}{svc_p95:>10.0f}")
