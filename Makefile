@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit integration schemas bench bench-scaling bench-failover bench-deep clean
+.PHONY: setup demo test lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep clean
 
 ## Install what is missing: Chromium (apt), the virtual environment, the locked packages.
 setup: $(STAMP)
@@ -45,6 +45,10 @@ bench: setup
 ## 1, 2 and 3 workers on a latency-bound site (render http), and CPU per page of the browser.
 bench-scaling: setup
 	$(BIN)/python bench/scaling.py
+
+## p50/p95 of a 1-URL request end to end against a bare Playwright page load, in one run.
+bench-latency: setup
+	$(BIN)/python bench/latency.py
 
 ## Duplicates and re-runs when workers die, leave or join, and across a 60 s broker outage.
 bench-failover: setup

@@ -1,17 +1,19 @@
 """Service end to end against a bare Playwright loop, side by side on the same local site.
 
-    .venv/bin/python bench/throughput.py [--pages 300] [--concurrency 8]
+    .venv/bin/python bench/throughput.py [--pages 300] [--concurrency 8] [--py-spy DIR]
 
-(a) bare: one browser, one context, `concurrency` reused pages, `goto` + `content()`.
-(b) service: a real broker, one `crawlstream worker` process, requests of 10 URLs asking
-    for markdown+links+metadata, timed from the first request produced to the last terminal
-    event read. Prints pages/s of each, their ratio, and peak PSS of each process tree.
-(c) render paths: the same service on a site that is 90% static (`/page/{n}`) and 10%
-    script-rendered (`/app/{kind}/{n}`, the four kinds of the test corpus, same host), once
-    with `render: browser`, `http` and `auto` each (a fresh worker for each). Prints pages/s
-    and its ratio to the browser path, how many script-rendered pages have their content
-    (the marker only the script inserts is in the Markdown), which path rendered the pages,
-    and memory per page: (peak PSS - PSS before the first request) / concurrency.
+(a) bare: one browser, one context, `concurrency` reused pages, `goto` + `content()`; run
+    before and after the service rows, their mean is the reference.
+(b) service: a real broker, one `crawlstream worker` process with default settings (but the
+    host limit raised to `concurrency`: the site is one host), requests of 10 URLs asking for
+    markdown+links+metadata, timed from the first request produced to the last terminal
+    event read; once with the default isolation (a context per request) and once with every
+    request in one `session`. Prints pages/s of each, their ratio to the bare loop, peak PSS
+    of each process tree, and CPU-ms per page of each process role (worker, Playwright's
+    driver, Chromium, broker). `--py-spy DIR` records the worker's Python stacks (needs
+    py-spy in the virtual environment; not part of the lock).
+(c) render paths (`bench/render_paths.py`, same broker and site, printed first): `render`
+    browser, http and auto on a site that is 90% static and 10% script-rendered.
 """
 
 from __future__ import annotations
@@ -19,54 +21,44 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 import uuid
-from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from _common import ROOT, PeakPss, Stopwatch, mib, worker_env
+from _cpu import CpuAccount, cpu_lines
 from playwright.async_api import async_playwright
+from render_paths import render_rows
 from testsite import serve
 
-from service.backpressure._proctree import tree_memory
 from service.broker import LocalBroker
-from service.contracts import CrawlOptions, CrawlRequest, dump
+from service.contracts import CrawlOptions, CrawlRequest, Format, dump
 from service.crawling.launch import CHROMIUM_ARGS
-from service.messaging.chunks import Reassembler
 from service.settings import Settings
-
-if TYPE_CHECKING:
-    from aiokafka import ConsumerRecord
 
 URLS_PER_REQUEST = 10
 
 
-JS_EVERY = 10
-"""One page in this many of the mixed site is script-rendered."""
+FORMATS = [Format.MARKDOWN, Format.LINKS, Format.METADATA]
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """What one path measured."""
+
+    rate: float
+    pss: int
+    cpu: dict[str, float] = field(default_factory=dict)
 
 
 def _urls(base: str, pages: int, run: str) -> list[str]:
     return [f"{base}/page/{n}?run={run}" for n in range(pages)]
 
 
-def _mixed_urls(base: str, pages: int, run: str) -> dict[str, str | None]:
-    """URL -> the marker its script inserts (None for a static page)."""
-    from _jsapps import JS_KINDS, marker  # noqa: PLC0415
-
-    urls: dict[str, str | None] = {}
-    for n in range(pages):
-        if n % JS_EVERY == JS_EVERY - 1:
-            kind = JS_KINDS[(n // JS_EVERY) % len(JS_KINDS)]
-            urls[f"{base}/app/{kind}/{n}?run={run}"] = marker(kind, n)
-        else:
-            urls[f"{base}/page/{n}?run={run}"] = None
-    return urls
-
-
-async def bare_loop(urls: list[str], concurrency: int) -> tuple[float, int]:
-    """pages/s and peak PSS of a plain Playwright loop with the service's launch flags."""
+async def bare_loop(urls: list[str], concurrency: int) -> Run:
+    """pages/s, peak PSS and CPU of a plain Playwright loop with the service's launch flags."""
     queue: asyncio.Queue[str] = asyncio.Queue()
     for url in urls:
         queue.put_nowait(url)
@@ -83,22 +75,45 @@ async def bare_loop(urls: list[str], concurrency: int) -> tuple[float, int]:
                 await page.goto(url, timeout=30_000)  # type: ignore[attr-defined]
                 await page.content()  # type: ignore[attr-defined]
 
-        async with PeakPss(os.getpid()).running() as pss:
+        driver = _driver_pid()
+        roots = {os.getpid(): "bench (python)", driver: "driver (node)"}
+        async with (
+            PeakPss(driver).running() as pss,
+            CpuAccount(roots, alone=frozenset({os.getpid()})).running() as cpu,
+        ):
             with Stopwatch() as watch:
                 await asyncio.gather(*(drive(page) for page in pages))
         await browser.close()
-    return len(urls) / watch.seconds, pss.peak
+    return Run(len(urls) / watch.seconds, pss.peak, cpu.by_role())
+
+
+def _driver_pid() -> int:
+    """Playwright's driver: the node child of this process."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+            if parent == os.getpid() and "(node" in stat:
+                return int(entry.name)
+    raise SystemExit("Playwright's driver not found")
 
 
 async def service(
-    bootstrap: str,
+    broker: LocalBroker,
     site_port: int,
     urls: list[str],
     slots: int,
+    *,
+    session: str | None = None,
     extra_env: dict[str, str] | None = None,
-    render: str = "browser",
+    py_spy: Path | None = None,
 ) -> Run:
-    """pages/s, peak PSS and results of one worker process crawling `urls` through Kafka."""
+    """pages/s, peak PSS and CPU of one worker process crawling `urls` through Kafka (every
+    request in `session` when given)."""
+    bootstrap = broker.bootstrap_servers
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
 
     from service.contracts import ProgressEvent  # noqa: PLC0415
@@ -126,7 +141,6 @@ async def service(
     )
     consumer = AIOKafkaConsumer(
         settings.progress_topic,
-        settings.results_topic,
         bootstrap_servers=bootstrap,
         auto_offset_reset="latest",
         group_id=None,
@@ -136,12 +150,11 @@ async def service(
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     chunks = [urls[i : i + URLS_PER_REQUEST] for i in range(0, len(urls), URLS_PER_REQUEST)]
+    options = CrawlOptions(formats=FORMATS, session=session)
     pending = set()
-    results: list[Any] = []
-    reassembler = Reassembler()
-    options = CrawlOptions(render=render)  # type: ignore[arg-type]
-    idle = await asyncio.to_thread(tree_memory, Path("/proc"), worker.pid)
-    async with PeakPss(worker.pid).running() as pss:
+    spy = await _py_spy(worker.pid, py_spy / f"{prefix}.txt") if py_spy else None
+    roots = {worker.pid: "worker (python)", broker.pid: "broker (java)"}
+    async with PeakPss(worker.pid).running() as pss, CpuAccount(roots).running() as cpu:
         with Stopwatch() as watch:
             for n, chunk in enumerate(chunks):
                 request = CrawlRequest(request_id=f"{prefix}-{n}", urls=chunk, options=options)
@@ -151,62 +164,28 @@ async def service(
                 )
             await producer.flush()
             async for record in consumer:
-                if _take(record, settings.results_topic, reassembler, results):
-                    continue
                 event = ProgressEvent.model_validate_json(record.value)
                 if event.is_terminal:
                     pending.discard(event.request_id)
                     if not pending:
                         break
-    async with asyncio.timeout(RESULTS_DEADLINE_S):  # results read after the last event
-        while len(results) < len(urls):
-            record = await consumer.getone()
-            _take(record, settings.results_topic, reassembler, results)
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        await spy.wait()
     await producer.stop()
     await consumer.stop()
     worker.terminate()
     await worker.wait()
-    return Run(rate=len(urls) / watch.seconds, peak=pss.peak, idle=idle, results=results)
+    return Run(len(urls) / watch.seconds, pss.peak, cpu.by_role())
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Run:
-    rate: float
-    peak: int
-    idle: int
-    """PSS of the worker's tree before the first request."""
-    results: list[Any]
-
-
-RESULTS_DEADLINE_S = 60.0
-"""How long results still on their way after the last terminal event may take to be read."""
-
-
-def _take(
-    record: ConsumerRecord[bytes, bytes],
-    results_topic: str,
-    reassembler: Reassembler,
-    results: list[Any],
-) -> bool:
-    """Keep `record` if it is (the last chunk of) a result; whether it was on the results topic."""
-    from service.contracts import PageResult  # noqa: PLC0415
-
-    if record.topic != results_topic:
-        return False
-    whole = reassembler.add(record.value, list(record.headers))
-    if whole is not None:
-        results.append(PageResult.model_validate_json(whole))
-    return True
-
-
-def _js_present(run: Run, markers: dict[str, str | None]) -> tuple[int, int]:
-    """Script-rendered pages whose content is in the Markdown, and how many there are."""
-    by_url = {result.url: result for result in run.results}
-    wanted = {url: text for url, text in markers.items() if text is not None}
-    found = sum(
-        url in by_url and text in (by_url[url].markdown or "") for url, text in wanted.items()
-    )
-    return found, len(wanted)
+async def _py_spy(pid: int, out: Path) -> asyncio.subprocess.Process:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    binary = Path(sys.executable).with_name("py-spy")
+    return await asyncio.create_subprocess_exec(
+        binary, "record", "--pid", str(pid), "--format", "raw", "--rate", "200",
+        "--output", str(out), "--nonblocking", stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
 
 
 def _log_file(prefix: str) -> object:
@@ -226,50 +205,36 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pages", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--py-spy", type=Path, default=None)
     args = parser.parse_args()
-    paths: dict[str, Run] = {}
+    pages, slots = args.pages, args.concurrency
     async with serve() as site, LocalBroker() as broker:
-        bootstrap = broker.bootstrap_servers
-        await bare_loop(_urls(site.base_url, 40, "warm"), args.concurrency)
-        bare_rate, bare_pss = await bare_loop(
-            _urls(site.base_url, args.pages, "a"), args.concurrency
-        )
-        svc = await service(
-            bootstrap, site.port, _urls(site.base_url, args.pages, "b"), args.concurrency
-        )
-        mixed = {render: _mixed_urls(site.base_url, args.pages, render) for render in RENDERS}
-        for render, urls in mixed.items():
-            paths[render] = await service(
-                bootstrap, site.port, list(urls), args.concurrency, render=render
-            )
-    print(f"pages: {args.pages}, concurrency: {args.concurrency}")
-    print(f"{'':<28}{'pages/s':>10}{'peak PSS':>14}")
-    print(f"{'bare Playwright loop':<28}{bare_rate:>10.2f}{mib(bare_pss):>14}")
-    print(f"{'service through Kafka':<28}{svc.rate:>10.2f}{mib(svc.peak):>14}")
-    print(f"ratio service/bare: {svc.rate / bare_rate:.2f}")
-    _print_paths(paths, mixed, args.concurrency)
-
-
-RENDERS = ("browser", "http", "auto")
-
-
-def _print_paths(
-    paths: dict[str, Run], mixed: dict[str, dict[str, str | None]], concurrency: int
-) -> None:
-    browser = paths["browser"].rate
-    print("\nrender paths on a site of 90% static, 10% script-rendered pages (one host)")
-    print(
-        f"{'render':<10}{'pages/s':>10}{'x browser':>11}{'JS content':>12}"
-        f"{'peak PSS':>12}{'MiB/page':>10}  rendered_by"
-    )
-    for render, run in paths.items():
-        found, total = _js_present(run, mixed[render])
-        per_page = (run.peak - run.idle) / concurrency / 2**20
-        by = Counter(str(result.rendered_by) for result in run.results)
-        print(
-            f"{render:<10}{run.rate:>10.2f}{run.rate / browser:>11.2f}{f'{found}/{total}':>12}"
-            f"{mib(run.peak):>12}{per_page:>10.1f}  {dict(sorted(by.items()))}"
-        )
+        await bare_loop(_urls(site.base_url, 40, "warm"), slots)
+        before = await bare_loop(_urls(site.base_url, pages, "a"), slots)
+        rows = {
+            "service, context per request": await service(
+                broker, site.port, _urls(site.base_url, pages, "b"), slots, py_spy=args.py_spy
+            ),
+            "service, one shared session": await service(
+                broker, site.port, _urls(site.base_url, pages, "c"), slots, session="bench"
+            ),
+        }
+        after = await bare_loop(_urls(site.base_url, pages, "d"), slots)
+        await render_rows(broker.bootstrap_servers, site, pages, slots)  # printed first
+    bare = (before.rate + after.rate) / 2
+    print(f"pages: {pages}, concurrency: {slots}")
+    print(f"{'':<32}{'pages/s':>10}{'ratio':>8}{'peak PSS':>14}")
+    print(f"{'bare Playwright loop, before':<32}{before.rate:>10.2f}{'':>8}{mib(before.pss):>14}")
+    print(f"{'bare Playwright loop, after':<32}{after.rate:>10.2f}{'':>8}{mib(after.pss):>14}")
+    for label, run in rows.items():
+        print(f"{label:<32}{run.rate:>10.2f}{run.rate / bare:>8.2f}{mib(run.pss):>14}")
+    default = rows["service, context per request"].rate / bare
+    print(f"ratio service/bare (default isolation): {default:.2f}")
+    for line in cpu_lines("bare loop (before)", before.cpu, pages):
+        print(line)
+    for label, run in rows.items():
+        for line in cpu_lines(label, run.cpu, pages):
+            print(line)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ ALLOWED_SCHEMES: Final = frozenset({"http", "https"})
 
 RequestId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
 
+SessionKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+
 
 def utc_now() -> datetime:
     return datetime.now(tz=UTC)
@@ -124,6 +126,10 @@ class CrawlOptions(_Untrusted):
     screenshot, a content type the browser handles better, or a host whose pages keep needing
     it). Same URL policy, robots, politeness, retries and extraction on every path; each
     result's `rendered_by` says which path produced it. `http` cannot take screenshots."""
+    session: SessionKey | None = None
+    """Isolation key: requests with the same `session` may share one browser context (cookies,
+    storage, cache) on purpose, also at the same time on one worker; without it a request gets
+    a context of its own that no other request ever sees."""
 
     _unique_formats = field_validator("formats", "block_resources")(_sorted_unique)
 

@@ -175,6 +175,11 @@ class Settings(BaseSettings):
     """Navigations after which a pooled page is closed and replaced."""
     browser_recycle_pages: int = Field(default=2000, ge=1)
     """Pages after which the browser is drained and replaced by a fresh one."""
+    spare_contexts: int = Field(default=1, ge=0)
+    """Browser contexts opened ahead of need, each with its request share of pages, so a
+    request does not wait for them; each is handed to one request only (0: off)."""
+    session_idle: Seconds = timedelta(seconds=30)
+    """How long a `session`'s shared browser context stays open after its last request ended."""
 
     # --- URL policy ----------------------------------------------------------------------
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)

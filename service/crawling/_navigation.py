@@ -4,7 +4,8 @@ A page may navigate on its own after `goto` (meta refresh, `location.href = ...`
 form); reading it then fails with "the page is navigating", or reads a document that is about
 to go. The watch answers from signals that cost nothing per subresource:
 
-- a probe script, added to every document of the page for the fetch, collects the document's
+- a probe script, added to every document of the page's context when the context opens,
+  collects the document's
   cross-document `navigate` events (Navigation API: fired synchronously when a script, a link
   or a form starts a navigation, so a navigation begun before a read is seen by the read);
 - `performance.timeOrigin` tells documents apart (`history.pushState` keeps it, a new
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol, Self
+from typing import TYPE_CHECKING, Final, Self
 from urllib.parse import urlsplit
 
 from playwright.async_api import Error as PlaywrightError
@@ -40,6 +41,11 @@ PROBE_NAME: Final = "__crawlstreamProbe"
 
 PROBE_SCRIPT: Final = f"""(() => {{
   if (window !== window.top || !('navigation' in window) || '{PROBE_NAME}' in window) return;
+  const serialize = XMLSerializer.prototype.serializeToString;
+  const outer = Object.getOwnPropertyDescriptor(Element.prototype, 'outerHTML').get;
+  const serializer = new XMLSerializer();
+  const html = () => (document.doctype ? serialize.call(serializer, document.doctype) : '')
+    + (document.documentElement ? outer.call(document.documentElement) : '');
   const leaving = [];
   const origin = performance.timeOrigin;
   const entries = performance.getEntriesByType.bind(performance);
@@ -51,28 +57,29 @@ PROBE_SCRIPT: Final = f"""(() => {{
     if (!event.destination.sameDocument) leaving.push(event.destination.url);
   }});
   Object.defineProperty(window, '{PROBE_NAME}', {{
-    value: Object.freeze(() => [origin, status(), location.href, leaving.slice()]),
+    value: Object.freeze((withHtml) => {{
+      const seen = [origin, status(), location.href, leaving.slice()];
+      return withHtml ? [...seen, html()] : seen;
+    }}),
   }});
 }})();"""
 """Runs first in each document, before the page's scripts can change what it relies on: collects
-the URLs of the navigations the document starts, behind a property the page cannot replace."""
+the URLs of the navigations the document starts, behind a property the page cannot replace, and
+keeps the serializers `page.content()` uses so a page cannot replace those either."""
 
-READ_PROBE: Final = f"""() => window.{PROBE_NAME} ? window.{PROBE_NAME}()
-  : [performance.timeOrigin, 0, location.href, []]"""
-"""Which document this is, its status, and the navigations it has started (documents without
-the probe script, such as Chromium's error page, answer what they can)."""
+READ_PROBE: Final = f"""(withHtml) => window.{PROBE_NAME} ? window.{PROBE_NAME}(withHtml)
+  : [performance.timeOrigin, 0, location.href, [], ...(withHtml ? [
+      (document.doctype ? new XMLSerializer().serializeToString(document.doctype) : '')
+      + (document.documentElement ? document.documentElement.outerHTML : '')] : [])]"""
+"""Which document this is, its status, the navigations it has started and (with `withHtml`) its
+HTML as `page.content()` gives it, in one round trip: the HTML is that document's, whatever
+happens next. Documents without the probe script, such as Chromium's error page, answer what
+they can."""
 
 PROBE_FIELDS: Final = 4
 
 ERROR_PAGE: Final = "chrome-error://"
 """Where Chromium commits the page a failed navigation shows."""
-
-DISPOSE_DEADLINE_S: Final = 5.0
-"""How long removing the probe script may take when the fetch ends."""
-
-
-class _Disposable(Protocol):
-    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,7 +113,6 @@ class NavigationWatch:
         self._refusals = refusals
         self._since = refusals.now() if refusals is not None else 0.0
         self._changed = asyncio.Event()
-        self._probe_script: _Disposable | None = None
         self.events = 0
         """Commits, failed main-frame navigations and crashes seen so far."""
         self.failures = 0
@@ -125,7 +131,6 @@ class NavigationWatch:
         page.on("requestfailed", self._on_failed)
         page.on("crash", self._on_crash)
         page.on("domcontentloaded", self._on_loaded)
-        self._probe_script = await page.add_init_script(PROBE_SCRIPT)
         return self
 
     async def __aexit__(
@@ -139,17 +144,23 @@ class NavigationWatch:
         page.remove_listener("requestfailed", self._on_failed)
         page.remove_listener("crash", self._on_crash)
         page.remove_listener("domcontentloaded", self._on_loaded)
-        if self._probe_script is not None and exc_type is None:  # else the page is not reused
-            with contextlib.suppress(PlaywrightError, TimeoutError):
-                await asyncio.wait_for(self._probe_script.close(), DISPOSE_DEADLINE_S)
 
     async def probe(self, timeout_s: float) -> Probe:
         """The current document; a Playwright error when a navigation replaced it meanwhile."""
         failures = self.failures
-        answer = await asyncio.wait_for(self._page.evaluate(READ_PROBE), timeout_s)
+        answer = await asyncio.wait_for(self._page.evaluate(READ_PROBE, False), timeout_s)  # noqa: FBT003
         probe = _parse_probe(answer, failures=failures, url=self._page.url)
         self.documents.setdefault(probe.origin, 0)
         return probe
+
+    async def read(self, timeout_s: float) -> tuple[Probe, str]:
+        """The current document and its HTML, read at one instant (one round trip)."""
+        failures = self.failures
+        answer = await asyncio.wait_for(self._page.evaluate(READ_PROBE, True), timeout_s)  # noqa: FBT003
+        html = answer.pop() if isinstance(answer, list) and len(answer) == PROBE_FIELDS + 1 else ""
+        probe = _parse_probe(answer, failures=failures, url=self._page.url)
+        self.documents.setdefault(probe.origin, 0)
+        return probe, html if isinstance(html, str) else ""
 
     def new_leaving(self, probe: Probe) -> tuple[str, ...]:
         """The navigations `probe`'s document started that were not waited for yet; from now

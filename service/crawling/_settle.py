@@ -11,7 +11,6 @@ waited for: nothing announces it.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -98,29 +97,37 @@ async def _read(
     navigation: StepDeadline,
     deadline: StepDeadline,
 ) -> Reading:
-    """One reading of the current document, after its `wait_until` state and `wait_for`."""
+    """One reading of the current document, after its `wait_until` state and `wait_for`.
+
+    The document and its HTML are read in one round trip; a `wait_for` or a screenshot
+    needs a look before (the selector is waited for in a document that stays) and, for the
+    screenshot, after (the picture is of the document read)."""
     try:
         await page.wait_for_load_state(options.wait_until, timeout=navigation.remaining_ms())
-        before = await watch.probe(navigation.remaining_s())
-        await _raise_if_failed(watch, before)
-        await _follow(watch, before, navigation)
+        before = None
+        if options.wait_for or Format.SCREENSHOT in options.formats:
+            before = await watch.probe(navigation.remaining_s())
+            await _raise_if_failed(watch, before)
+            await _follow(watch, before, navigation)
         if options.wait_for:
             await _wait_for(page, watch, options.wait_for, navigation)
-        html = await asyncio.wait_for(page.content(), deadline.remaining_s())
+        after, html = await watch.read(deadline.remaining_s())
         screenshot = None
         if Format.SCREENSHOT in options.formats:
             screenshot = await page.screenshot(
                 full_page=options.screenshot_full_page, timeout=deadline.remaining_ms(), type="png"
             )
-        after = await watch.probe(deadline.remaining_s())
+            if not (await watch.probe(deadline.remaining_s())).same_document(after):
+                raise _NavigatedError
     except PlaywrightTimeoutError:
         raise
     except PlaywrightError as exc:
         if _interrupted(exc):
             raise _NavigatedError from exc
         raise
-    if not after.same_document(before):
+    if before is not None and not after.same_document(before):
         raise _NavigatedError
+    await _raise_if_failed(watch, after)
     await _follow(watch, after, navigation)
     await _follow_refresh(watch, html, after, navigation)
     return Reading(html=html, url=after.url, status=after.status or None, screenshot=screenshot)

@@ -1,5 +1,10 @@
 """One browser per worker; a context per request; pages pooled within a context.
 
+A request gets a context of its own, taken from the spares opened ahead of need when one is
+ready (`_spares.py`), and closed in the background when the request is done. Requests that name
+the same `session` share one context on purpose (`_sessions.py`). Every context carries the
+navigation probe (`_navigation.py`) from its start.
+
 The browser is replaced without a gap in service after `browser_recycle_pages` pages, on
 request (memory growth) or when it dies: new contexts go to the new browser, and the old
 one closes once its last context has.
@@ -23,6 +28,9 @@ from playwright.async_api import (
 )
 from playwright.async_api import Error as PlaywrightError
 
+from service.crawling._navigation import PROBE_SCRIPT
+from service.crawling._sessions import SharedContexts
+from service.crawling._spares import Spare, SpareContexts
 from service.crawling.launch import CHROMIUM_ARGS, find_executable
 from service.errors import BrowserUnavailableError
 from service.logs import get_logger
@@ -70,7 +78,8 @@ class _BrowserHandle:
 
 @dataclass(slots=True, eq=False)
 class RequestContext:
-    """A browser context owned by one request; its pages are reused between its URLs."""
+    """A browser context owned by one request (or shared by the requests of one `session`);
+    its pages are reused between its URLs."""
 
     context: BrowserContext
     handle: _BrowserHandle
@@ -80,10 +89,16 @@ class RequestContext:
     navigations: dict[Page, int] = field(default_factory=dict)
     opened: set[Page] = field(default_factory=set)
     """Pages of this context not yet closed (rendering or idle)."""
+    session: str | None = None
 
     @property
     def browser_alive(self) -> bool:
         return self.handle.alive
+
+    @property
+    def usable(self) -> bool:
+        """New requests may use it: its browser is alive and not being replaced."""
+        return self.handle.alive and not self.handle.retiring
 
     @contextlib.asynccontextmanager
     async def page(self) -> AsyncIterator[Page]:
@@ -105,10 +120,14 @@ class RequestContext:
                 await self._close_page(page)
 
     async def close(self) -> None:
+        """The request is done with this context: it closes in the background (a session's
+        when its last request is done and it has been idle a while)."""
+        self.pool.release(self)
+
+    async def shut(self) -> None:
         await _close(self.context.close(), "context")
         self.opened.clear()
         self.idle.clear()
-        await self.pool.release(self)
 
     async def trim(self) -> None:
         """Close the pages that wait for this request's next URL (memory is short)."""
@@ -155,14 +174,26 @@ class BrowserPool:
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._open: set[RequestContext] = set()
-        self.keep_idle_pages = True
-        """Whether a finished page waits for its request's next URL; the memory gate turns
-        this off when memory is not comfortable, so a page's renderer is freed at once."""
+        self._spares = SpareContexts(
+            target=settings.spare_contexts,
+            open_one=self._open_spare,
+            discard=self._discard_spare,
+            spawn=self._spawn,
+        )
+        self._spare_pages = min(settings.max_pages_per_request, settings.max_page_slots)
+        self._sessions: SharedContexts[RequestContext] = SharedContexts(
+            idle_s=settings.session_idle.total_seconds(), close=self._close_later
+        )
+        self._session_lock = asyncio.Lock()
+        self._handles: dict[int, _BrowserHandle] = {}
+        """Browsers by generation while they have contexts (the current one included)."""
+        self._keep_idle = True
 
     async def __aenter__(self) -> Self:
         self._playwright = await async_playwright().start()
         self._executable = find_executable(self._settings, self._playwright.chromium)
         await self._ensure_browser()
+        self._refill()
         return self
 
     async def __aexit__(
@@ -171,6 +202,7 @@ class BrowserPool:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        await self._spares.stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -181,6 +213,20 @@ class BrowserPool:
             await _close(self._playwright.stop(), "playwright")
 
     @property
+    def keep_idle_pages(self) -> bool:
+        """Whether a finished page waits for its request's next URL and spare contexts are
+        kept; the memory gate turns this off when memory is not comfortable, so a page's
+        renderer is freed at once, and spares and idle sessions are closed."""
+        return self._keep_idle
+
+    @keep_idle_pages.setter
+    def keep_idle_pages(self, keep: bool) -> None:
+        if self._keep_idle and not keep:
+            self._spares.clear()
+            self._sessions.close_idle()
+        self._keep_idle = keep
+
+    @property
     def generation(self) -> int:
         return self._generation
 
@@ -189,31 +235,95 @@ class BrowserPool:
         return self._current is not None and self._current.alive
 
     async def open_context(self, options: CrawlOptions) -> RequestContext:
-        """A fresh, isolated context for one request's pages; the caller closes it."""
+        """The context for one request's pages; the caller `close`s it when done. Without a
+        `session` it is fresh and the request's alone; with one it is the session's."""
+        key = _session_key(options)
+        if key is None:
+            return await self._open_own(options, session=None)
+        async with self._session_lock:
+            shared = self._sessions.join(key)
+            if shared is None:
+                shared = await self._open_own(options, session=key)
+                self._sessions.add(key, shared)
+            return shared
+
+    async def _open_own(self, options: CrawlOptions, *, session: str | None) -> RequestContext:
         handle = await self._ensure_browser()
-        handle.contexts += 1
+        spare = self._spares.take(handle.generation)
+        if spare is None:
+            handle.contexts += 1  # a spare was counted when it was opened
         try:
-            context = await self._new_context(handle, options)
+            context = spare.context if spare is not None else await self._new_context(handle)
+            await _apply_options(context, options)
         except BaseException:
+            if spare is not None:
+                await _close(spare.context.close(), "context")
             await self._released(handle)
             raise
+        pages = spare.pages if spare is not None else []
+        for page in pages:
+            page.on("dialog", _answer_dialog)
         opened = RequestContext(
-            context=context, handle=handle, pool=self, reuse_limit=self._settings.page_reuse_limit
+            context=context,
+            handle=handle,
+            pool=self,
+            reuse_limit=self._settings.page_reuse_limit,
+            idle=list(pages),
+            opened=set(pages),
+            session=session,
         )
         self._open.add(opened)
+        self._refill()
         return opened
 
-    async def release(self, context: RequestContext) -> None:
-        """A context closed; a replaced browser closes with its last context."""
+    def release(self, context: RequestContext) -> None:
+        """A request is done with `context`."""
+        if self._sessions.owns(context):
+            self._sessions.leave(context)
+        else:
+            self._close_later(context)
+
+    def _close_later(self, context: RequestContext) -> None:
         self._open.discard(context)
-        await self._released(context.handle)
+        self._spawn(self._shut(context))
+
+    async def _shut(self, context: RequestContext) -> None:
+        try:
+            await context.shut()
+        finally:
+            await self._released(context.handle)
 
     async def _released(self, handle: _BrowserHandle) -> None:
         handle.contexts -= 1
         await self._close_if_drained(handle)
 
+    def _refill(self) -> None:
+        handle = self._current
+        usable = handle is not None and handle.alive and not handle.retiring
+        self._spares.refill(allowed=usable and self.keep_idle_pages)
+
+    async def _open_spare(self) -> Spare:
+        handle = self._current
+        if handle is None or not handle.alive or handle.retiring:
+            raise BrowserUnavailableError("no browser takes new contexts")
+        handle.contexts += 1
+        try:
+            context = await self._new_context(handle)
+            pages = [await context.new_page() for _ in range(self._spare_pages)]
+        except BaseException:
+            await self._released(handle)
+            raise
+        return Spare(context=context, pages=pages, generation=handle.generation)
+
+    async def _discard_spare(self, spare: Spare) -> None:
+        await _close(spare.context.close(), "context")
+        await self._released_generation(spare.generation)
+
     def trim_idle(self) -> None:
-        """Close every idle pooled page now (in the background; tasks are kept and reaped)."""
+        """Close every idle pooled page, spare context and idle session context now (in the
+        background; tasks are kept and reaped)."""
+        self._spares.clear()
+        self._sessions.close_idle()
         for context in list(self._open):
             self._spawn(context.trim())
 
@@ -232,6 +342,7 @@ class BrowserPool:
         handle = self._current
         if handle is not None and not handle.retiring:
             handle.retiring = True
+            self._spares.clear()
             log.info(
                 "browser.recycling",
                 reason=reason,
@@ -251,6 +362,7 @@ class BrowserPool:
                 reason = "died"
                 log.warning("browser.died", generation=handle.generation)
             self._current = await self._launch()
+            self._handles[self._current.generation] = self._current
             if handle is not None:
                 if self._on_restart is not None:
                     self._on_restart(reason)
@@ -278,7 +390,7 @@ class BrowserPool:
         log.info("browser.launched", generation=self._generation, version=browser.version)
         return _BrowserHandle(browser=browser, generation=self._generation)
 
-    async def _new_context(self, handle: _BrowserHandle, options: CrawlOptions) -> BrowserContext:
+    async def _new_context(self, handle: _BrowserHandle) -> BrowserContext:
         try:
             context = await asyncio.wait_for(
                 handle.browser.new_context(
@@ -291,9 +403,7 @@ class BrowserPool:
         except (PlaywrightError, TimeoutError) as exc:
             raise BrowserUnavailableError(f"cannot open a context: {exc}") from exc
         context.on("page", self._close_popup)
-        if options.block_resources:
-            blocked = {str(kind) for kind in options.block_resources}
-            await context.route("**/*", _blocking_route(blocked))
+        await context.add_init_script(PROBE_SCRIPT)
         return context
 
     def _close_popup(self, page: Page) -> None:
@@ -305,8 +415,14 @@ class BrowserPool:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def _released_generation(self, generation: int) -> None:
+        handle = self._handles.get(generation)
+        if handle is not None:
+            await self._released(handle)
+
     async def _close_if_drained(self, handle: _BrowserHandle) -> None:
         if handle is not self._current and handle.contexts == 0:
+            self._handles.pop(handle.generation, None)
             await _close(handle.browser.close(), "browser")
             log.info("browser.closed", generation=handle.generation)
 
@@ -322,6 +438,21 @@ def _proxy_settings(proxy: ProxyAccess | None) -> ProxySettings | None:
         "username": proxy.credential.username,
         "password": proxy.credential.password,
     }
+
+
+def _session_key(options: CrawlOptions) -> str | None:
+    """Which shared context a request uses: its session's, one per set of blocked resource
+    types (blocking is a setting of the whole context); None: a context of its own."""
+    if options.session is None:
+        return None
+    return "\n".join([options.session, *sorted(str(kind) for kind in options.block_resources)])
+
+
+async def _apply_options(context: BrowserContext, options: CrawlOptions) -> None:
+    """What a request asks of its whole context: resource types not loaded."""
+    if options.block_resources:
+        blocked = {str(kind) for kind in options.block_resources}
+        await context.route("**/*", _blocking_route(blocked))
 
 
 def _blocking_route(blocked: set[str]) -> Callable[[Route], Awaitable[None]]:

@@ -78,6 +78,8 @@ class RequestRun:
         self._stopped = asyncio.Event()
         self._since_ms = since_ms
         """When the request record was produced (its Kafka timestamp)."""
+        self._marks: dict[str, float] = {}
+        """Wall-clock milliseconds of the run's steps, logged at debug level (`run.timing`)."""
 
     def _urls(self) -> list[str]:
         """The URLs that get a result: the request's own."""
@@ -113,7 +115,16 @@ class RequestRun:
         with structlog.contextvars.bound_contextvars(run_id=self.run_id):
             await self._execute()
 
+    def _mark(self, step: str) -> None:
+        self._marks.setdefault(step, time.time() * 1000)
+
+    def _log_timing(self) -> None:
+        """How long after the record was produced each step of the run happened."""
+        since = self._since_ms or self._marks.get("started", 0.0)
+        log.debug("run.timing", **{f"{k}_ms": round(v - since) for k, v in self._marks.items()})
+
     async def _execute(self) -> None:
+        self._mark("started")
         expires_at = self._request.expires_at
         if expires_at is not None and expires_at <= utc_now():
             await self._finish(EventType.EXPIRED, f"expired at {expires_at.isoformat()}")
@@ -124,6 +135,7 @@ class RequestRun:
         deadline: asyncio.TimerHandle | None = None
         try:
             cancel = await self._deps.control.cancel_for(self._request.request_id)
+            self._mark("control_synced")
             if cancel is not None:
                 self.cancel(cancel)
             budget_s = self._budget_s()
@@ -131,6 +143,7 @@ class RequestRun:
                 loop = asyncio.get_running_loop()
                 deadline = loop.call_later(budget_s, self._halt, Stop.deadline(budget_s))
             await self._outputs.event(EventType.ACCEPTED)
+            self._mark("accepted_sent")
             await self._crawl_or_fail()
         finally:
             if deadline is not None:
@@ -182,14 +195,18 @@ class RequestRun:
                 self._pending -= 1
 
     async def _publish(self, result: PageResult) -> None:
+        self._mark("first_result")
         await self._outputs.result(result)
         self._published.add(result.url)
         outcome = "ok" if result.ok else (result.error.code if result.error else "failed")
         self._deps.metrics.pages.labels(str(outcome)).inc()
 
     async def _finish(self, kind: EventType, detail: str | None) -> None:
+        self._mark("finishing")
         await self._outputs.event(kind, detail=detail)
         await self._outputs.acknowledged()
+        self._mark("acknowledged")
+        self._log_timing()
         self._deps.metrics.requests.labels(kind.value).inc()
         log.info(
             "request.finished",
@@ -291,7 +308,9 @@ class RequestRun:
     async def _browser(self, url: str, timeout_s: float) -> PageContent:
         for _attempt in range(BROWSER_ATTEMPTS):
             try:
+                self._mark("slot_granted")
                 context = await self._open_context()
+                self._mark("context_ready")
                 return await fetch_page(
                     context,
                     url,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from html import escape
 
 import _pages
 import _state
@@ -61,6 +62,24 @@ async def index(request: web.Request) -> web.Response:
 async def page(request: web.Request) -> web.Response:
     n = path_int(request, "n", 0, PAGE_MAX)
     return html(_pages.article_page(f"{request.scheme}://{request.host}", n))
+
+
+SESSION_COOKIE = "crawl_session"
+"""The cookie `/cookie/set` sets and `/cookie/show` shows."""
+
+
+async def cookie_set(request: web.Request) -> web.Response:
+    """Sets the cookie to `?v=`; the title says so."""
+    value = request.query.get("v", "set")
+    response = html(f"<title>cookie set: {escape(value)}</title><p>set</p>")
+    response.set_cookie(SESSION_COOKIE, value)
+    return response
+
+
+async def cookie_show(request: web.Request) -> web.Response:
+    """The title names the cookie the browser sent (`none` without one)."""
+    value = request.cookies.get(SESSION_COOKIE, "none")
+    return html(f"<title>cookie: {escape(value)}</title><p>shown</p>")
 
 
 async def late(request: web.Request) -> web.Response:
@@ -146,6 +165,8 @@ ROUTES = (
     web.get("/", index),
     web.get(r"/page/{n:\d+}", page),
     web.get("/js/late", late),
+    web.get("/cookie/set", cookie_set),
+    web.get("/cookie/show", cookie_show),
     web.get("/redirect", redirect),
     web.get(r"/redirect/chain/{k:\d+}", redirect_chain),
     web.get(r"/status/{code:\d+}", status),
