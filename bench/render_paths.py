@@ -34,6 +34,7 @@ from service.settings import Settings
 
 if TYPE_CHECKING:
     from aiokafka import ConsumerRecord
+    from testsite import TestSite
 
 URLS_PER_REQUEST = 10
 
@@ -217,7 +218,7 @@ def _chromium() -> str:
     raise SystemExit("no system Chromium found")
 
 
-async def render_rows(bootstrap: str, site: Any, pages: int, concurrency: int) -> None:
+async def render_rows(bootstrap: str, site: TestSite, pages: int, concurrency: int) -> None:
     """Run the three render paths on the mixed site and print their rows."""
     paths: dict[str, Run] = {}
     mixed = {render: _mixed_urls(site.base_url, pages, render) for render in RENDERS}
