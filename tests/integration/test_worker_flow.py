@@ -6,7 +6,7 @@ import asyncio
 from collections import Counter, defaultdict
 
 import pytest
-from harness import produce
+from harness import produce, wait_for_group
 
 from service.contracts import CrawlOptions, CrawlRequest, EventType, dump
 
@@ -38,6 +38,7 @@ async def test_twenty_requests_through_two_workers(topics, collector, site, star
     """20 requests of 5 URLs through two workers: one result per URL, one terminal event each,
     seq without gaps, one key and partition per request, and both workers did work."""
     await asyncio.gather(start_worker("w1"), start_worker("w2"))
+    await wait_for_group(topics, members=2)  # both hold partitions before any work arrives
     requests = {f"req-{i}": [site.url(f"/page/{i * 5 + j}") for j in range(5)] for i in range(20)}
     await produce(topics, [_request(rid, urls) for rid, urls in requests.items()])
 

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import KafkaError
 
 from service.contracts import PageResult, ProgressEvent
 from service.messaging.chunks import Reassembler
@@ -235,6 +237,31 @@ async def collecting(topics: Topics) -> AsyncIterator[Collector]:
 
 
 LEADERS_DEADLINE_S = 30.0
+
+GROUP_DEADLINE_S = 120.0
+
+
+async def wait_for_group(topics: Topics, members: int) -> None:
+    """Wait until the test's consumer group is stable with `members` members, each with an
+    assignment (4 request partitions: each member holds some). Without this, a worker that
+    joins later triggers a rebalance that may come after the work is done."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=topics.bootstrap)
+    await admin.start()
+    group = topics.env()["CRAWL_GROUP_ID"]
+    try:
+        async with asyncio.timeout(GROUP_DEADLINE_S):
+            while True:
+                with contextlib.suppress(KafkaError):
+                    [response] = await admin.describe_consumer_groups([group])
+                    # raw DescribeGroups: (error, group, state, protocol type, protocol,
+                    # members: (id, client id, host, metadata, assignment))
+                    [(_, _, state, _, _, found, *_)] = response.groups
+                    assigned = [member for member in found if member[4]]
+                    if state == "Stable" and len(assigned) == members == len(found):
+                        return
+                await asyncio.sleep(0.3)
+    finally:
+        await admin.close()
 
 
 async def wait_for_leaders(topics: Topics) -> None:
