@@ -121,8 +121,9 @@ class RequestContext:
 
     async def close(self) -> None:
         """The request is done with this context: it closes in the background (a session's
-        when its last request is done and it has been idle a while)."""
-        self.pool.release(self)
+        when its last request is done and it has been idle a while), or before this returns
+        when memory is not comfortable."""
+        await self.pool.release(self)
 
     async def shut(self) -> None:
         await _close(self.context.close(), "context")
@@ -276,12 +277,18 @@ class BrowserPool:
         self._refill()
         return opened
 
-    def release(self, context: RequestContext) -> None:
-        """A request is done with `context`."""
+    async def release(self, context: RequestContext) -> None:
+        """A request is done with `context`. While memory is not comfortable it is closed
+        at once, so its renderers are freed before the run ends and another request's pages
+        take their memory (in the background they could overlap them: an OOM under a hard
+        limit)."""
         if self._sessions.owns(context):
             self._sessions.leave(context)
-        else:
+        elif self.keep_idle_pages:
             self._close_later(context)
+        else:
+            self._open.discard(context)
+            await self._shut(context)
 
     def _close_later(self, context: RequestContext) -> None:
         self._open.discard(context)

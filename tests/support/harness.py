@@ -238,7 +238,10 @@ async def collecting(topics: Topics) -> AsyncIterator[Collector]:
 
 LEADERS_DEADLINE_S = 30.0
 
-GROUP_DEADLINE_S = 120.0
+GROUP_DEADLINE_S = 360.0
+"""Longer than the group's rebalance timeout (`max.poll.interval.ms`, 300 s): two workers
+that join at the same moment have been seen to wait that long for their first assignment
+(a known issue, see the README's Tests section), and the work must not start before it."""
 
 
 async def wait_for_group(topics: Topics, members: int) -> None:
