@@ -1,16 +1,18 @@
 """Service end to end against a bare Playwright loop, side by side on the same local site.
 
     .venv/bin/python bench/throughput.py [--pages 300] [--concurrency 8] [--py-spy DIR]
+        [--no-render-paths] [--log-level debug]
 
 (a) bare: one browser, one context, `concurrency` reused pages, `goto` + `content()`; run
     before and after the service rows, their mean is the reference.
 (b) service: a real broker, one `crawlstream worker` process with default settings (but the
     host limit raised to `concurrency`: the site is one host), requests of 10 URLs asking for
     markdown+links+metadata, timed from the first request produced to the last terminal
-    event read; once with the default isolation (a context per request) and once with every
-    request in one `session`. Prints pages/s of each, their ratio to the bare loop, peak PSS
-    of each process tree, and CPU-ms per page of each process role (worker, Playwright's
-    driver, Chromium, broker). `--py-spy DIR` records the worker's Python stacks (needs
+    event read; once per isolation mode: the default (a context no other request uses,
+    wiped and reused between requests), a new context per request (`CRAWL_CONTEXT_REUSE=0`),
+    and every request in one `session`. Prints pages/s of each, their ratio to the bare
+    loop, peak PSS of each process tree, and CPU-ms per page of each process role (worker,
+    Playwright's driver, Chromium, broker). `--py-spy DIR` records the worker's Python stacks (needs
     py-spy in the virtual environment; not part of the lock).
 (c) render paths (`bench/render_paths.py`, same broker and site, printed first): `render`
     browser, http and auto on a site that is 90% static and 10% script-rendered.
@@ -39,6 +41,9 @@ from service.crawling.launch import CHROMIUM_ARGS
 from service.settings import Settings
 
 URLS_PER_REQUEST = 10
+
+DEFAULT_ROW = "service, default isolation"
+"""A context no other request uses, wiped after a request and reused (`CRAWL_CONTEXT_REUSE`)."""
 
 
 FORMATS = [Format.MARKDOWN, Format.LINKS, Format.METADATA]
@@ -206,29 +211,52 @@ async def main() -> None:
     parser.add_argument("--pages", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--py-spy", type=Path, default=None)
+    parser.add_argument(
+        "--no-render-paths", action="store_true", help="skip the render-path rows (faster)"
+    )
+    parser.add_argument("--log-level", default="warning", help="the worker's CRAWL_LOG_LEVEL")
     args = parser.parse_args()
     pages, slots = args.pages, args.concurrency
+    log_level = {"CRAWL_LOG_LEVEL": args.log_level}
     async with serve() as site, LocalBroker() as broker:
         await bare_loop(_urls(site.base_url, 40, "warm"), slots)
         before = await bare_loop(_urls(site.base_url, pages, "a"), slots)
         rows = {
-            "service, context per request": await service(
-                broker, site.port, _urls(site.base_url, pages, "b"), slots, py_spy=args.py_spy
+            DEFAULT_ROW: await service(
+                broker,
+                site.port,
+                _urls(site.base_url, pages, "b"),
+                slots,
+                py_spy=args.py_spy,
+                extra_env=log_level,
+            ),
+            "service, a new context per request": await service(
+                broker,
+                site.port,
+                _urls(site.base_url, pages, "n"),
+                slots,
+                extra_env=log_level | {"CRAWL_CONTEXT_REUSE": "0"},
             ),
             "service, one shared session": await service(
-                broker, site.port, _urls(site.base_url, pages, "c"), slots, session="bench"
+                broker,
+                site.port,
+                _urls(site.base_url, pages, "c"),
+                slots,
+                session="bench",
+                extra_env=log_level,
             ),
         }
         after = await bare_loop(_urls(site.base_url, pages, "d"), slots)
-        await render_rows(broker.bootstrap_servers, site, pages, slots)  # printed first
+        if not args.no_render_paths:
+            await render_rows(broker.bootstrap_servers, site, pages, slots)  # printed first
     bare = (before.rate + after.rate) / 2
     print(f"pages: {pages}, concurrency: {slots}")
-    print(f"{'':<32}{'pages/s':>10}{'ratio':>8}{'peak PSS':>14}")
-    print(f"{'bare Playwright loop, before':<32}{before.rate:>10.2f}{'':>8}{mib(before.pss):>14}")
-    print(f"{'bare Playwright loop, after':<32}{after.rate:>10.2f}{'':>8}{mib(after.pss):>14}")
+    print(f"{'':<36}{'pages/s':>10}{'ratio':>8}{'peak PSS':>14}")
+    print(f"{'bare Playwright loop, before':<36}{before.rate:>10.2f}{'':>8}{mib(before.pss):>14}")
+    print(f"{'bare Playwright loop, after':<36}{after.rate:>10.2f}{'':>8}{mib(after.pss):>14}")
     for label, run in rows.items():
-        print(f"{label:<32}{run.rate:>10.2f}{run.rate / bare:>8.2f}{mib(run.pss):>14}")
-    default = rows["service, context per request"].rate / bare
+        print(f"{label:<36}{run.rate:>10.2f}{run.rate / bare:>8.2f}{mib(run.pss):>14}")
+    default = rows[DEFAULT_ROW].rate / bare
     print(f"ratio service/bare (default isolation): {default:.2f}")
     for line in cpu_lines("bare loop (before)", before.cpu, pages):
         print(line)

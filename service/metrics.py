@@ -110,6 +110,13 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.browser_contexts = Counter(
+            "crawl_browser_contexts_total",
+            "Browser contexts handed to requests without a session, by where they came from"
+            " (wiped after an earlier request, spare, new).",
+            ["source"],
+            registry=r,
+        )
         self.pages_rendered = Counter(
             "crawl_pages_rendered_total",
             "Pages fetched, by the path that produced the result (browser, http).",

@@ -179,7 +179,13 @@ class Settings(BaseSettings):
     """Browser contexts opened ahead of need, each with its request share of pages, so a
     request does not wait for them; each is handed to one request only (0: off)."""
     session_idle: Seconds = timedelta(seconds=30)
-    """How long a `session`'s shared browser context stays open after its last request ended."""
+    """How long a `session`'s shared browser context stays open after its last request ended,
+    and how long a wiped context waits for its next request."""
+    context_reuse: int = Field(default=20, ge=0)
+    """Requests one browser context serves, one after another, before it is closed: between
+    two of them it is wiped (pages at about:blank with their history and window name reset;
+    cookies, permissions, HTTP cache and every origin's storage cleared), so its renderer
+    processes are reused (0: a new context for every request)."""
 
     # --- URL policy ----------------------------------------------------------------------
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)

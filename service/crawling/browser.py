@@ -1,9 +1,10 @@
 """One browser per worker; a context per request; pages pooled within a context.
 
-A request gets a context of its own, taken from the spares opened ahead of need when one is
-ready (`_spares.py`), and closed in the background when the request is done. Requests that name
-the same `session` share one context on purpose (`_sessions.py`). Every context carries the
-navigation probe (`_navigation.py`) from its start.
+A request gets a context no other request is using: one wiped after an earlier request
+(`_wiped.py`) when one waits, else a spare opened ahead of need (`_spares.py`), else a new one.
+When the request is done its context is wiped and kept for the next request (in the
+background), or closed. Requests that name the same `session` share one context on purpose
+(`_sessions.py`). Every context carries the navigation probe (`_navigation.py`) from its start.
 
 The browser is replaced without a gap in service after `browser_recycle_pages` pages, on
 request (memory growth) or when it dies: new contexts go to the new browser, and the old
@@ -16,6 +17,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Self
+from urllib.parse import urlsplit
 
 from playwright.async_api import (
     Browser,
@@ -31,6 +33,7 @@ from playwright.async_api import Error as PlaywrightError
 from service.crawling._navigation import PROBE_SCRIPT
 from service.crawling._sessions import SharedContexts
 from service.crawling._spares import Spare, SpareContexts
+from service.crawling._wiped import WipedContexts
 from service.crawling.launch import CHROMIUM_ARGS, find_executable
 from service.errors import BrowserUnavailableError
 from service.logs import get_logger
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from types import TracebackType
 
-    from playwright.async_api import Route
+    from playwright.async_api import CDPSession, Frame, Route
 
     from service.contracts import CrawlOptions
     from service.crawling._proxy_auth import ProxyAccess
@@ -56,6 +59,13 @@ CLOSE_DEADLINE_S: Final = 10.0
 
 CONTEXT_DEADLINE_S: Final = 15.0
 """How long opening a context or a page may take."""
+
+WIPE_DEADLINE_S: Final = 10.0
+"""How long wiping a context for its next request may take; past it, it is closed instead."""
+
+CLEAR_WINDOW: Final = "() => { window.name = ''; }"
+"""`window.name` belongs to the tab, not its document: a page of the next request would read
+what the last one set there."""
 
 VIEWPORT: Final = {"width": 1280, "height": 800}
 
@@ -90,6 +100,14 @@ class RequestContext:
     opened: set[Page] = field(default_factory=set)
     """Pages of this context not yet closed (rendering or idle)."""
     session: str | None = None
+    reuse_key: str = ""
+    """Contexts are reused only by requests with the same key (what the context blocks)."""
+    served: int = 0
+    """Requests this context has served (a wiped context serves several, one at a time)."""
+    origins: set[str] = field(default_factory=set)
+    """Origins a frame of this context has been at since it was last wiped: the storage the
+    wipe clears."""
+    devtools: dict[Page, CDPSession] = field(default_factory=dict)
 
     @property
     def browser_alive(self) -> bool:
@@ -120,15 +138,72 @@ class RequestContext:
                 await self._close_page(page)
 
     async def close(self) -> None:
-        """The request is done with this context: it closes in the background (a session's
-        when its last request is done and it has been idle a while), or before this returns
-        when memory is not comfortable."""
+        """The request is done with this context: it is wiped for the next request or closed,
+        in the background (a session's closes when its last request is done and it has been
+        idle a while); when memory is not comfortable it is closed before this returns."""
         await self.pool.release(self)
 
     async def shut(self) -> None:
         await _close(self.context.close(), "context")
         self.opened.clear()
         self.idle.clear()
+        self.devtools.clear()
+
+    def watch(self, page: Page) -> None:
+        """Note every origin `page` (ours, or a popup) and its frames go to."""
+        self._saw(page.url)
+
+        def navigated(frame: Frame) -> None:  # a function: Playwright tags its handlers
+            self._saw(frame.url)
+
+        page.on("framenavigated", navigated)
+
+    async def wipe(self) -> bool:
+        """Make this context look new to its next request; False when it cannot be (a page
+        is still rendering or was closed mid-use, the browser is going, a step failed): the
+        caller closes it instead.
+
+        Pages go to about:blank first, so no script of the last request runs any more (none
+        can write storage after it is cleared), then each page's history and window name are
+        reset, and cookies, permissions, the HTTP cache and the storage of every origin seen
+        (local and session storage, IndexedDB, Cache Storage, file systems...) are cleared.
+        """
+        pages = list(self.idle)
+        if not pages or len(pages) != len(self.opened) or not self.usable:
+            return False
+        try:
+            async with asyncio.timeout(WIPE_DEADLINE_S):
+                await asyncio.gather(*(self._blank(page) for page in pages))
+                devtools = self.devtools[pages[0]]
+                origins, self.origins = self.origins, set()
+                await asyncio.gather(
+                    self.context.clear_cookies(),
+                    self.context.clear_permissions(),
+                    devtools.send("Network.clearBrowserCache"),
+                    *(
+                        devtools.send(
+                            "Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"}
+                        )
+                        for origin in sorted(origins)
+                    ),
+                )
+        except (PlaywrightError, TimeoutError) as exc:
+            log.debug("browser.wipe_failed", error=str(exc))
+            return False
+        return True
+
+    async def _blank(self, page: Page) -> None:
+        await page.goto("about:blank")
+        await page.evaluate(CLEAR_WINDOW)
+        devtools = self.devtools.get(page)
+        if devtools is None:
+            devtools = self.devtools[page] = await self.context.new_cdp_session(page)
+        await devtools.send("Page.resetNavigationHistory")
+
+    def _saw(self, url: str) -> None:
+        origin = _origin(url)
+        if origin is not None:
+            self.origins.add(origin)
 
     async def trim(self) -> None:
         """Close the pages that wait for this request's next URL (memory is short)."""
@@ -138,6 +213,7 @@ class RequestContext:
 
     async def _close_page(self, page: Page) -> None:
         self.navigations.pop(page, None)
+        self.devtools.pop(page, None)
         try:
             await _close(page.close(), "page")
         finally:
@@ -155,6 +231,21 @@ class RequestContext:
         return page
 
 
+def _origin(url: str) -> str | None:
+    """`scheme://host[:port]` of an http(s) URL, as storage is keyed; None for other URLs
+    (about:blank, data:, blob: documents use their creator's origin or an opaque one)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    default = 80 if parts.scheme == "http" else 443
+    return f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
+
+
 class BrowserPool:
     """Owns Playwright and the current browser; an async context manager."""
 
@@ -164,9 +255,12 @@ class BrowserPool:
         *,
         proxy: ProxyAccess | None = None,
         on_restart: Callable[[str], None] | None = None,
+        on_context: Callable[[str], None] | None = None,
     ) -> None:
         self._settings = settings
         self._on_restart = on_restart
+        self._on_context = on_context
+        """Told where each request's context came from: `wiped`, `spare` or `new`."""
         self._proxy = proxy
         self._playwright: Playwright | None = None
         self._executable: Path | None = None
@@ -186,6 +280,12 @@ class BrowserPool:
             idle_s=settings.session_idle.total_seconds(), close=self._close_later
         )
         self._session_lock = asyncio.Lock()
+        self._wiping = 0
+        self._wiped: WipedContexts[RequestContext] = WipedContexts(
+            capacity=settings.max_page_slots if settings.context_reuse > 1 else 0,
+            idle_s=settings.session_idle.total_seconds(),
+            close=self._close_later,
+        )
         self._handles: dict[int, _BrowserHandle] = {}
         """Browsers by generation while they have contexts (the current one included)."""
         self._keep_idle = True
@@ -204,6 +304,7 @@ class BrowserPool:
         tb: TracebackType | None,
     ) -> None:
         await self._spares.stop()
+        self._wiped.clear()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -224,6 +325,7 @@ class BrowserPool:
     def keep_idle_pages(self, keep: bool) -> None:
         if self._keep_idle and not keep:
             self._spares.clear()
+            self._wiped.clear()
             self._sessions.close_idle()
         self._keep_idle = keep
 
@@ -237,9 +339,13 @@ class BrowserPool:
 
     async def open_context(self, options: CrawlOptions) -> RequestContext:
         """The context for one request's pages; the caller `close`s it when done. Without a
-        `session` it is fresh and the request's alone; with one it is the session's."""
+        `session` it is the request's alone, new or wiped; with one it is the session's."""
         key = _session_key(options)
         if key is None:
+            wiped = self._wiped.take(_reuse_key(options))
+            if wiped is not None:
+                self._told("wiped")
+                return wiped
             return await self._open_own(options, session=None)
         async with self._session_lock:
             shared = self._sessions.join(key)
@@ -262,8 +368,6 @@ class BrowserPool:
             await self._released(handle)
             raise
         pages = spare.pages if spare is not None else []
-        for page in pages:
-            page.on("dialog", _answer_dialog)
         opened = RequestContext(
             context=context,
             handle=handle,
@@ -272,23 +376,56 @@ class BrowserPool:
             idle=list(pages),
             opened=set(pages),
             session=session,
+            reuse_key=_reuse_key(options),
         )
+        for page in pages:
+            page.on("dialog", _answer_dialog)
+            opened.watch(page)
+        context.on("page", lambda page: opened.watch(page))  # noqa: PLW0108 (see `watch`)
         self._open.add(opened)
+        if session is None:
+            self._told("spare" if spare is not None else "new")
         self._refill()
         return opened
 
     async def release(self, context: RequestContext) -> None:
-        """A request is done with `context`. While memory is not comfortable it is closed
-        at once, so its renderers are freed before the run ends and another request's pages
-        take their memory (in the background they could overlap them: an OOM under a hard
-        limit)."""
+        """A request is done with `context`: it is wiped and kept for the next request, in the
+        background. While memory is not comfortable it is closed at once instead, so its
+        renderers are freed before the run ends and another request's pages take their memory
+        (in the background they could overlap them: an OOM under a hard limit)."""
         if self._sessions.owns(context):
             self._sessions.leave(context)
         elif self.keep_idle_pages:
-            self._close_later(context)
+            self._wiping += 1  # counted from now: its task may not have started yet
+            self._spawn(self._wipe_or_close(context))
         else:
             self._open.discard(context)
             await self._shut(context)
+
+    async def _wipe_or_close(self, context: RequestContext) -> None:
+        """Wipe `context` for the next request, or close it when it has served its share of
+        requests, memory is not comfortable or the wipe fails."""
+        context.served += 1
+        try:
+            kept = (
+                context.served < self._settings.context_reuse
+                and self.keep_idle_pages
+                and await context.wipe()
+                and self.keep_idle_pages
+            )
+        finally:
+            self._wiping -= 1
+        if kept:
+            log.debug("browser.context_wiped", served=context.served, pages=len(context.idle))
+            self._wiped.put(context.reuse_key, context)
+        else:
+            self._open.discard(context)
+            await self._shut(context)
+
+    @property
+    def wiping(self) -> int:
+        """Contexts being wiped now, in the background, after their request."""
+        return self._wiping
 
     def _close_later(self, context: RequestContext) -> None:
         self._open.discard(context)
@@ -305,9 +442,14 @@ class BrowserPool:
         await self._close_if_drained(handle)
 
     def _refill(self) -> None:
+        """Open spares only while no wiped context waits: those are cheaper."""
         handle = self._current
         usable = handle is not None and handle.alive and not handle.retiring
-        self._spares.refill(allowed=usable and self.keep_idle_pages)
+        self._spares.refill(allowed=usable and self.keep_idle_pages and self._wiped.ready == 0)
+
+    def _told(self, source: str) -> None:
+        if self._on_context is not None:
+            self._on_context(source)
 
     async def _open_spare(self) -> Spare:
         handle = self._current
@@ -327,9 +469,10 @@ class BrowserPool:
         await self._released_generation(spare.generation)
 
     def trim_idle(self) -> None:
-        """Close every idle pooled page, spare context and idle session context now (in the
-        background; tasks are kept and reaped)."""
+        """Close every idle pooled page, spare context, wiped context and idle session
+        context now (in the background; tasks are kept and reaped)."""
         self._spares.clear()
+        self._wiped.clear()
         self._sessions.close_idle()
         for context in list(self._open):
             self._spawn(context.trim())
@@ -350,6 +493,7 @@ class BrowserPool:
         if handle is not None and not handle.retiring:
             handle.retiring = True
             self._spares.clear()
+            self._wiped.clear()
             log.info(
                 "browser.recycling",
                 reason=reason,
@@ -453,6 +597,11 @@ def _session_key(options: CrawlOptions) -> str | None:
     if options.session is None:
         return None
     return "\n".join([options.session, *sorted(str(kind) for kind in options.block_resources)])
+
+
+def _reuse_key(options: CrawlOptions) -> str:
+    """Which wiped contexts a request may take: those blocking the same resource types."""
+    return ",".join(sorted(str(kind) for kind in options.block_resources))
 
 
 async def _apply_options(context: BrowserContext, options: CrawlOptions) -> None:

@@ -80,11 +80,13 @@ class Worker:
                 EgressProxy.from_settings(settings, policy, on_blocked=refusals.record)
             )
             restarts = self._metrics.browser_restarts
+            contexts = self._metrics.browser_contexts
             pool = await stack.enter_async_context(
                 BrowserPool(
                     settings,
                     proxy=proxy.access,
                     on_restart=lambda reason: restarts.labels(reason).inc(),
+                    on_context=lambda source: contexts.labels(source).inc(),
                 )
             )
             robots_source = await stack.enter_async_context(HttpRobotsSource(proxy.access))

@@ -3,13 +3,14 @@ shared context for requests that name the same `session`."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 import pytest
 from harness import produce
 
 from service.contracts import CrawlOptions, CrawlRequest, EventType, dump
-from service.crawling.browser import BrowserPool
+from service.crawling.browser import BrowserPool, RequestContext
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -51,10 +52,10 @@ async def test_requests_of_one_session_share_cookies_and_other_requests_do_not(
 
 
 async def test_a_spare_context_goes_to_one_request_and_never_comes_back(site: TestSite):
-    """Contexts opened ahead of need are handed out once: two requests open at the same time
-    get different contexts, a context closed by its request is never handed out again, and
-    a spare's pages have not navigated."""
-    settings = Settings(allowed_hosts=[f"127.0.0.1:{site.port}"], spare_contexts=2)
+    """Without context reuse, contexts opened ahead of need are handed out once: two requests
+    open at the same time get different contexts, a context closed by its request is never
+    handed out again, and a spare's pages have not navigated."""
+    settings = Settings(allowed_hosts=[f"127.0.0.1:{site.port}"], spare_contexts=2, context_reuse=0)
     options = CrawlOptions()
     async with BrowserPool(settings) as pool:
         first = await pool.open_context(options)
@@ -85,3 +86,51 @@ async def test_one_session_is_one_context_and_blocking_options_keep_theirs_apart
         assert blocking is not first
         for context in (first, second, blocking):
             await context.close()
+
+
+async def test_a_wiped_context_serves_one_request_at_a_time_and_shows_nothing_of_the_last(
+    site: TestSite,
+):
+    """With the default reuse, a context closed by its request comes back to a later request
+    (never to two at once, never to one that blocks other resource types), wiped: its pages
+    are at about:blank with a one-entry history and an empty window name, and the last
+    request's cookie is gone; it is closed for good after `context_reuse` requests."""
+    settings = Settings(allowed_hosts=[f"127.0.0.1:{site.port}"], context_reuse=3)
+    sources: list[str] = []
+    async with BrowserPool(settings, on_context=sources.append) as pool:
+        first = await pool.open_context(CrawlOptions())
+        async with first.page() as page:
+            await page.goto(site.url("/cookie/set?v=alpha"))
+            await page.evaluate(
+                "() => { window.name = 'left behind'; history.pushState({}, '', '?x'); }"
+            )
+        other = await pool.open_context(CrawlOptions())
+        assert other.context is not first.context
+        await first.close()
+        blocking = await _reopen(pool, CrawlOptions(block_resources=["image"]))
+        assert blocking.context is not first.context
+        again = await _reopen(pool, CrawlOptions())
+        assert again is first
+        assert sources[-1] == "wiped"
+        assert all(page.url == "about:blank" for page in again.idle)
+        async with again.page() as page:
+            assert await page.evaluate("() => [history.length, window.name]") == [1, ""]
+            await page.goto(site.url("/cookie/show"))
+            assert await page.title() == "cookie: none"
+        await again.close()
+        third = await _reopen(pool, CrawlOptions())
+        assert third is first
+        await third.close()
+        fourth = await _reopen(pool, CrawlOptions())
+        assert fourth is not first  # served 3 requests: closed, not wiped
+        for context in (other, blocking, fourth):
+            await context.close()
+
+
+async def _reopen(pool: BrowserPool, options: CrawlOptions) -> RequestContext:
+    """A context for `options` once the background wipe of a just-closed one had its chance:
+    the first context opened after the pool has no wipe in progress."""
+    async with asyncio.timeout(DEADLINE_S):
+        while pool.wiping:
+            await asyncio.sleep(0.02)
+    return await pool.open_context(options)

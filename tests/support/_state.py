@@ -1,4 +1,5 @@
-"""Per-application state of the test site: request counts and flaky-route attempts."""
+"""Per-application state of the test site: request counts, flaky-route attempts and fetches
+of the cacheable isolation script."""
 
 from __future__ import annotations
 
@@ -16,11 +17,15 @@ HITS = web.AppKey("hits", Counter[str])
 FLAKY_ATTEMPTS = web.AppKey("flaky_attempts", Counter[str])
 """Requests received per `/flaky/{key}` key."""
 
+CACHED_FETCHES = web.AppKey("cached_fetches", Counter[str])
+"""Requests received for `/isolation/cached.js` per `tag` (see `_isolation`)."""
+
 
 def install(app: web.Application) -> None:
     """Give `app` fresh counters and the middleware that counts every request."""
     app[HITS] = Counter()
     app[FLAKY_ATTEMPTS] = Counter()
+    app[CACHED_FETCHES] = Counter()
     app.middlewares.append(count_hits)
 
 
@@ -35,3 +40,4 @@ def reset(app: web.Application) -> None:
     """Forget every count, including the request that asked for the reset."""
     app[HITS].clear()
     app[FLAKY_ATTEMPTS].clear()
+    app[CACHED_FETCHES].clear()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import _hostile
+import _isolation
 import _jsapps
 import _navigating
 import _routes
@@ -40,6 +41,8 @@ class TestSite:
     base_url: str
     port: int
     hits: Counter[str]
+    cached_fetches: Counter[str]
+    """Fetches of `/isolation/cached.js` per `tag`."""
 
     def url(self, path: str) -> str:
         """The absolute URL of `path` (which starts with `/`, and may carry a query)."""
@@ -55,6 +58,7 @@ def build_app() -> web.Application:
     app.add_routes(_webrtc.ROUTES)
     app.add_routes(_navigating.ROUTES)
     app.add_routes(_jsapps.ROUTES)
+    app.add_routes(_isolation.ROUTES)
     return app
 
 
@@ -73,6 +77,11 @@ async def serve(host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[TestSit
         await web.TCPSite(runner, host, port).start()
         bound = runner.addresses[0][1]
         base_url = str(URL.build(scheme="http", host=host, port=bound))
-        yield TestSite(base_url=base_url, port=bound, hits=app[_state.HITS])
+        yield TestSite(
+            base_url=base_url,
+            port=bound,
+            hits=app[_state.HITS],
+            cached_fetches=app[_state.CACHED_FETCHES],
+        )
     finally:
         await runner.cleanup()

@@ -1,0 +1,179 @@
+"""No request sees browser state an earlier request on the same worker left: not in a fresh
+context, nor in a context wiped after an earlier request and handed to this one.
+
+The test site's `/isolation/write` leaves every kind of state a page can (cookies, local and
+session storage, IndexedDB, CacheStorage, `window.name`, history, an HTTP-cached script) and
+`/isolation/read` reports each kind it finds (see `tests/support/_isolation.py`). Both are
+reached through a redirect from the site's second name, `localhost`, which leaves a cookie
+there on the writer's way and reports that host's cookies on the reader's: a cookie of a host
+no frame of the context ever showed. A control proves the reader sees what a shared
+(`session`) context keeps."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+import pytest
+from _isolation import CLEAN_TITLE, bounce_path, written_title
+from harness import produce
+
+from service.contracts import CrawlOptions, CrawlRequest, EventType, Format, dump
+
+if TYPE_CHECKING:
+    from harness import Collector, Topics, WorkerProcess
+    from testsite import TestSite
+
+    from service.contracts import PageResult
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_S = 60.0
+"""Per request."""
+
+WIPED_DEADLINE_S = 15.0
+"""How long after the last request a wipe may still be logged (wipes run in the background)."""
+
+WRITERS = 6
+"""Writer requests of the wiped-context test, then as many readers."""
+
+SEEN_PREFIX = "isolation: seen "
+
+SHARED_KINDS = frozenset({"cookie", "bounce-cookie", "local", "indexeddb", "cachestorage"})
+"""Kinds of state every page of one context shares, so a shared context must show them.
+sessionStorage, `window.name` and the history belong to one tab: a request of the same
+session sees them only when it gets the tab the earlier request used. The HTTP cache is
+shared by a context's pages too, but the worker's pages never use it: Playwright disables
+it (`Network.setCacheDisabled`) in every page of a browser given proxy credentials, as the
+worker's is for its egress proxy. The readers still check it (their `httpcache` kind and the
+site's fetch counts), for the day it is on."""
+
+WIPED = "browser.context_wiped"
+
+
+async def _start(start_worker, site: TestSite, **env: str) -> WorkerProcess:
+    """A worker that may reach the test site under both its names."""
+    hosts = f"127.0.0.1:{site.port},localhost:{site.port}"
+    return await start_worker(CRAWL_ALLOWED_HOSTS=hosts, **env)
+
+
+def _bounced(site: TestSite, to: str, set_tag: str | None = None) -> str:
+    """The URL that reaches `to` on 127.0.0.1 by a redirect from `localhost`."""
+    path = bounce_path(to, back=f"127.0.0.1:{site.port}", set_tag=set_tag)
+    return f"http://localhost:{site.port}{path}"
+
+
+def _run_id() -> str:
+    """A prefix of this test's tags: the site (and its fetch counts) lives for the session."""
+    return uuid.uuid4().hex[:8]
+
+
+async def _crawl(
+    topics: Topics, collector: Collector, request_id: str, url: str, **options: object
+) -> PageResult:
+    """Crawl one URL as its own request, which must complete; its result, which must be ok."""
+    wanted = CrawlOptions(**{"formats": [Format.TEXT], **options})
+    request = CrawlRequest(request_id=request_id, urls=[url], options=wanted)
+    await produce(topics, [(request_id.encode(), dump(request))])
+    await collector.wait_until(lambda seen: seen.terminal(request_id), deadline_s=DEADLINE_S)
+    [terminal] = collector.seen.terminal(request_id)
+    assert terminal.type is EventType.COMPLETED, terminal
+    [result] = collector.seen.results_of(request_id)
+    assert result.ok, result.error
+    return result
+
+
+async def _write(
+    topics: Topics, collector: Collector, site: TestSite, tag: str, **options: object
+) -> None:
+    """One request whose page leaves every kind of state, tagged `tag` (its redirect leaves a
+    cookie on `localhost`)."""
+    url = _bounced(site, f"/isolation/write?tag={tag}", set_tag=tag)
+    result = await _crawl(topics, collector, f"write-{tag}", url, wait_for="#written", **options)
+    assert result.title == written_title(tag), result.text
+
+
+async def _read(
+    topics: Topics,
+    collector: Collector,
+    site: TestSite,
+    name: str,
+    tags: list[str],
+    **options: object,
+) -> tuple[set[str], str]:
+    """One request whose page looks for state, and loads the cacheable script of each of
+    `tags`; the kinds of state it saw, and its report."""
+    url = _bounced(site, "/isolation/read?" + "&".join(f"tag={tag}" for tag in tags))
+    result = await _crawl(topics, collector, f"read-{name}", url, wait_for="#read", **options)
+    report = result.text or ""
+    if result.title == CLEAN_TITLE:
+        return set(), report
+    assert result.title is not None, report
+    assert result.title.startswith(SEEN_PREFIX), (result.title, report)
+    return set(result.title.removeprefix(SEEN_PREFIX).split(",")), report
+
+
+def _wipes(worker: WorkerProcess) -> list[dict[str, object]]:
+    return [entry for entry in worker.events() if entry.get("event") == WIPED]
+
+
+def _reused_by_a_reader(worker: WorkerProcess) -> bool:
+    """Whether a reader ran in a context wiped after an earlier request: the wipe after a
+    request is logged under its `request_id`, `served` counting that request."""
+    return any(
+        str(entry.get("request_id", "")).startswith("read-") and int(entry.get("served", 0)) >= 2
+        for entry in _wipes(worker)
+    )
+
+
+async def test_the_reader_sees_what_a_writer_left_in_a_shared_session_context(
+    topics, collector, site: TestSite, start_worker
+):
+    """The control: two requests of one `session` share a context on purpose, so the reader
+    reports what the writer left; a reader that saw nothing could not prove isolation."""
+    await _start(start_worker, site)
+    tag = _run_id()
+    await _write(topics, collector, site, tag, session="iso")
+    seen, report = await _read(topics, collector, site, tag, [tag], session="iso")
+    assert seen >= SHARED_KINDS, report
+    assert not {kind for kind in seen if kind.endswith("-error")}, report
+
+
+async def test_no_request_sees_state_an_earlier_request_left_even_in_a_wiped_context(
+    topics, collector, site: TestSite, start_worker
+):
+    """Writers one after another, then readers: each reader finds nothing and fetches every
+    writer's cacheable script from the network again, though contexts were wiped and reused
+    (the debug log says so: the wipe after a reader says its context served an earlier
+    request)."""
+    worker = await _start(start_worker, site, CRAWL_LOG_LEVEL="debug")
+    run = _run_id()
+    tags = [f"{run}-{n}" for n in range(WRITERS)]
+    for tag in tags:
+        await _write(topics, collector, site, tag)
+    for tag in tags:
+        seen, report = await _read(topics, collector, site, tag, tags)
+        assert seen == set(), report
+    # each tag's script: once by its writer, once by every reader
+    assert {tag: site.cached_fetches[tag] for tag in tags} == dict.fromkeys(tags, 1 + WRITERS)
+    try:
+        await collector.wait_until(lambda _: _reused_by_a_reader(worker), WIPED_DEADLINE_S)
+    except TimeoutError:
+        wipes = [(entry.get("request_id"), entry.get("served")) for entry in _wipes(worker)]
+        pytest.fail(f"no reader ran in a wiped context ({WIPED} request_id, served: {wipes})")
+
+
+async def test_with_context_reuse_off_every_request_gets_a_new_context(
+    topics, collector, site: TestSite, start_worker
+):
+    """`CRAWL_CONTEXT_REUSE=0`: a writer and a reader are isolated and no context is wiped."""
+    worker = await _start(start_worker, site, CRAWL_LOG_LEVEL="debug", CRAWL_CONTEXT_REUSE="0")
+    tag = _run_id()
+    await _write(topics, collector, site, tag)
+    seen, report = await _read(topics, collector, site, tag, [tag])
+    assert seen == set(), report
+    assert site.cached_fetches[tag] == 2
+    assert await worker.terminate() == 0  # the log is complete: no wipe can come later
+    events = worker.events()
+    assert any(entry.get("level") == "debug" for entry in events)  # a wipe would be logged
+    assert [entry for entry in events if entry.get("event") == WIPED] == []
