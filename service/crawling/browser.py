@@ -108,6 +108,8 @@ class RequestContext:
     """Origins a frame of this context has been at since it was last wiped: the storage the
     wipe clears."""
     devtools: dict[Page, CDPSession] = field(default_factory=dict)
+    used: set[Page] = field(default_factory=set)
+    """Pages handed out since this context was last wiped (the others are still blank)."""
 
     @property
     def browser_alive(self) -> bool:
@@ -122,6 +124,7 @@ class RequestContext:
     async def page(self) -> AsyncIterator[Page]:
         """A page for one URL; it goes back to the pool only when it was used cleanly."""
         page = self.idle.pop() if self.idle else await self._new_page()
+        self.used.add(page)
         clean = False
         try:
             yield page
@@ -148,6 +151,7 @@ class RequestContext:
         self.opened.clear()
         self.idle.clear()
         self.devtools.clear()
+        self.used.clear()
 
     def watch(self, page: Page) -> None:
         """Note every origin `page` (ours, or a popup) and its frames go to."""
@@ -163,18 +167,20 @@ class RequestContext:
         is still rendering or was closed mid-use, the browser is going, a step failed): the
         caller closes it instead.
 
-        Pages go to about:blank first, so no script of the last request runs any more (none
-        can write storage after it is cleared), then each page's history and window name are
-        reset, and cookies, permissions, the HTTP cache and the storage of every origin seen
-        (local and session storage, IndexedDB, Cache Storage, file systems...) are cleared.
+        The pages used since the last wipe go to about:blank first, so no script of the last
+        request runs any more (none can write storage after it is cleared), and their history
+        and window name are reset (the others have been blank since); then cookies,
+        permissions, the HTTP cache and the storage of every origin seen (local and session
+        storage, IndexedDB, Cache Storage, file systems...) are cleared.
         """
         pages = list(self.idle)
         if not pages or len(pages) != len(self.opened) or not self.usable:
             return False
+        used, self.used = [page for page in pages if page in self.used], set()
         try:
             async with asyncio.timeout(WIPE_DEADLINE_S):
-                await asyncio.gather(*(self._blank(page) for page in pages))
-                devtools = self.devtools[pages[0]]
+                await asyncio.gather(*(self._blank(page) for page in used))
+                devtools = await self._devtools(pages[0])
                 origins, self.origins = self.origins, set()
                 await asyncio.gather(
                     self.context.clear_cookies(),
@@ -195,10 +201,13 @@ class RequestContext:
     async def _blank(self, page: Page) -> None:
         await page.goto("about:blank")
         await page.evaluate(CLEAR_WINDOW)
+        await (await self._devtools(page)).send("Page.resetNavigationHistory")
+
+    async def _devtools(self, page: Page) -> CDPSession:
         devtools = self.devtools.get(page)
         if devtools is None:
             devtools = self.devtools[page] = await self.context.new_cdp_session(page)
-        await devtools.send("Page.resetNavigationHistory")
+        return devtools
 
     def _saw(self, url: str) -> None:
         origin = _origin(url)
@@ -214,6 +223,7 @@ class RequestContext:
     async def _close_page(self, page: Page) -> None:
         self.navigations.pop(page, None)
         self.devtools.pop(page, None)
+        self.used.discard(page)
         try:
             await _close(page.close(), "page")
         finally:
@@ -448,6 +458,7 @@ class BrowserPool:
         self._spares.refill(allowed=usable and self.keep_idle_pages and self._wiped.ready == 0)
 
     def _told(self, source: str) -> None:
+        log.debug("browser.context_taken", source=source)
         if self._on_context is not None:
             self._on_context(source)
 
