@@ -162,25 +162,33 @@ class RequestContext:
 
         page.on("framenavigated", navigated)
 
-    async def wipe(self) -> bool:
-        """Make this context look new to its next request; False when it cannot be (a page
-        is still rendering or was closed mid-use, the browser is going, a step failed): the
-        caller closes it instead.
+    async def wipe(self, keep_pages: int) -> bool:
+        """Make this context look new to its next request, with at most `keep_pages` pages
+        (the others are closed: a wiped context waits with its request share, not with every
+        page a request borrowed); False when it cannot be (a page is still rendering or was
+        closed mid-use, the browser is going, a step failed): the caller closes it instead.
 
-        The pages used since the last wipe go to about:blank first, so no script of the last
-        request runs any more (none can write storage after it is cleared), and their history
-        and window name are reset (the others have been blank since); then cookies,
+        The kept pages used since the last wipe go to about:blank first, so no script of the
+        last request runs any more (none can write storage after it is cleared), and their
+        history and window name are reset (the others have been blank since); then cookies,
         permissions, the HTTP cache and the storage of every origin seen (local and session
         storage, IndexedDB, Cache Storage, file systems...) are cleared.
         """
         pages = list(self.idle)
         if not pages or len(pages) != len(self.opened) or not self.usable:
             return False
-        used, self.used = [page for page in pages if page in self.used], set()
+        blank = [page for page in pages if page not in self.used]
+        used = [page for page in pages if page in self.used][: max(0, keep_pages - len(blank))]
+        kept = blank[:keep_pages] + used
+        self.used = set()
         try:
             async with asyncio.timeout(WIPE_DEADLINE_S):
+                for page in pages:
+                    if page not in kept:
+                        self.idle.remove(page)
+                        await self._close_page(page)
                 await asyncio.gather(*(self._blank(page) for page in used))
-                devtools = await self._devtools(pages[0])
+                devtools = await self._devtools(kept[0])
                 origins, self.origins = self.origins, set()
                 await asyncio.gather(
                     self.context.clear_cookies(),
@@ -292,7 +300,11 @@ class BrowserPool:
         self._session_lock = asyncio.Lock()
         self._wiping = 0
         self._wiped: WipedContexts[RequestContext] = WipedContexts(
-            capacity=settings.max_page_slots if settings.context_reuse > 1 else 0,
+            capacity=(
+                max(1, settings.max_page_slots // settings.max_pages_per_request)
+                if settings.context_reuse > 1
+                else 0
+            ),
             idle_s=settings.session_idle.total_seconds(),
             close=self._close_later,
         )
@@ -420,7 +432,7 @@ class BrowserPool:
             kept = (
                 context.served < self._settings.context_reuse
                 and self.keep_idle_pages
-                and await context.wipe()
+                and await context.wipe(self._settings.max_pages_per_request)
                 and self.keep_idle_pages
             )
         finally:
