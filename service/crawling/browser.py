@@ -435,6 +435,9 @@ class BrowserPool:
                 and await context.wipe(self._settings.max_pages_per_request)
                 and self.keep_idle_pages
             )
+        except Exception:  # task boundary: a context not wiped is closed, never left open
+            log.exception("browser.wipe_crashed")
+            kept = False
         finally:
             self._wiping -= 1
         if kept:
