@@ -92,6 +92,8 @@ class DeepCrawlRun(RequestRun):
         self._outputs.discovered = self._plan.discovered
         self._counted = {page.url for page in self._plan.admitted}
         """Seeds `execute` put in the scheduler's backlog and not yet started."""
+        self._logged_sitemap: tuple[str, ...] | None = None
+        """The sitemap's URLs as an earlier run of the job logged them (`_replay`)."""
 
     @property
     def _spec(self) -> CrawlSpec:
@@ -224,8 +226,6 @@ class DeepCrawlRun(RequestRun):
         if records:
             log.info("crawl.resumed", pages=len(done), sitemap=self._logged_sitemap is not None)
         return done
-
-    _logged_sitemap: tuple[str, ...] | None = None
 
     async def _sitemap(self) -> tuple[str, ...]:
         """The sitemap's URLs: as an earlier run read them, or read now and logged."""
