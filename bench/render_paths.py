@@ -13,38 +13,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import sys
-import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _common import ROOT, PeakPss, Stopwatch, mib, worker_env
-from playwright.async_api import async_playwright
+from _common import PeakPss, Stopwatch, mib
+from _worker import bench_worker
 from testsite import serve
 
 from service.backpressure._proctree import tree_memory
 from service.broker import LocalBroker
-from service.contracts import CrawlOptions, CrawlRequest, dump
-from service.crawling.launch import CHROMIUM_ARGS
+from service.contracts import CrawlOptions
 from service.messaging.chunks import Reassembler
-from service.settings import Settings
 
 if TYPE_CHECKING:
     from aiokafka import ConsumerRecord
     from testsite import TestSite
 
-URLS_PER_REQUEST = 10
-
-
 JS_EVERY = 10
 """One page in this many of the mixed site is script-rendered."""
-
-
-def _urls(base: str, pages: int, run: str) -> list[str]:
-    return [f"{base}/page/{n}?run={run}" for n in range(pages)]
 
 
 def _mixed_urls(base: str, pages: int, run: str) -> dict[str, str | None]:
@@ -61,31 +49,6 @@ def _mixed_urls(base: str, pages: int, run: str) -> dict[str, str | None]:
     return urls
 
 
-async def bare_loop(urls: list[str], concurrency: int) -> tuple[float, int]:
-    """pages/s and peak PSS of a plain Playwright loop with the service's launch flags."""
-    queue: asyncio.Queue[str] = asyncio.Queue()
-    for url in urls:
-        queue.put_nowait(url)
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=_chromium(), args=list(CHROMIUM_ARGS), headless=True
-        )
-        context = await browser.new_context()
-        pages = [await context.new_page() for _ in range(concurrency)]
-
-        async def drive(page: object) -> None:
-            while not queue.empty():
-                url = queue.get_nowait()
-                await page.goto(url, timeout=30_000)  # type: ignore[attr-defined]
-                await page.content()  # type: ignore[attr-defined]
-
-        async with PeakPss(os.getpid()).running() as pss:
-            with Stopwatch() as watch:
-                await asyncio.gather(*(drive(page) for page in pages))
-        await browser.close()
-    return len(urls) / watch.seconds, pss.peak
-
-
 async def service(
     bootstrap: str,
     site_port: int,
@@ -95,73 +58,24 @@ async def service(
     render: str = "browser",
 ) -> Run:
     """pages/s, peak PSS and results of one worker process crawling `urls` through Kafka."""
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
-
-    from service.contracts import ProgressEvent  # noqa: PLC0415
-    from service.messaging.topics import ensure_topics  # noqa: PLC0415
-
-    prefix = f"bench{uuid.uuid4().hex[:6]}"
-    env = worker_env(
-        bootstrap,
-        prefix,
-        site_port,
-        CRAWL_MAX_PAGE_SLOTS=str(slots),
-        CRAWL_MAX_PAGES_PER_HOST=str(slots),
-        **(extra_env or {}),
-    )
-    settings = Settings(
-        kafka_bootstrap_servers=bootstrap,
-        requests_topic=f"{prefix}.requests",
-        results_topic=f"{prefix}.results",
-        progress_topic=f"{prefix}.progress",
-        dead_letter_topic=f"{prefix}.dead-letter",
-    )
-    await ensure_topics(settings)
-    worker = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "service", "worker", env=env, stderr=_log_file(prefix)
-    )
-    consumer = AIOKafkaConsumer(
-        settings.progress_topic,
-        settings.results_topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="latest",
-        group_id=None,
-    )
-    await consumer.start()
-    await asyncio.sleep(8)  # the worker joins its group and launches Chromium
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    await producer.start()
-    chunks = [urls[i : i + URLS_PER_REQUEST] for i in range(0, len(urls), URLS_PER_REQUEST)]
-    pending = set()
     results: list[Any] = []
     reassembler = Reassembler()
     options = CrawlOptions(render=render)  # type: ignore[arg-type]
-    idle = await asyncio.to_thread(tree_memory, Path("/proc"), worker.pid)
-    async with PeakPss(worker.pid).running() as pss:
-        with Stopwatch() as watch:
-            for n, chunk in enumerate(chunks):
-                request = CrawlRequest(request_id=f"{prefix}-{n}", urls=chunk, options=options)
-                pending.add(request.request_id)
-                await producer.send(
-                    settings.requests_topic, dump(request), key=request.request_id.encode()
-                )
-            await producer.flush()
-            async for record in consumer:
-                if _take(record, settings.results_topic, reassembler, results):
-                    continue
-                event = ProgressEvent.model_validate_json(record.value)
-                if event.is_terminal:
-                    pending.discard(event.request_id)
-                    if not pending:
-                        break
-    async with asyncio.timeout(RESULTS_DEADLINE_S):  # results read after the last event
-        while len(results) < len(urls):
-            record = await consumer.getone()
-            _take(record, settings.results_topic, reassembler, results)
-    await producer.stop()
-    await consumer.stop()
-    worker.terminate()
-    await worker.wait()
+    async with bench_worker(
+        bootstrap, site_port, slots, extra_env=extra_env, results=True
+    ) as worker:
+        pid = worker.process.pid
+
+        def take(record: ConsumerRecord[bytes, bytes]) -> None:
+            _take(record, worker.settings.results_topic, reassembler, results)
+
+        idle = await asyncio.to_thread(tree_memory, Path("/proc"), pid)
+        async with PeakPss(pid).running() as pss:
+            with Stopwatch() as watch:
+                await worker.until_ended(await worker.send(urls, options), take)
+        async with asyncio.timeout(RESULTS_DEADLINE_S):  # results read after the last event
+            while len(results) < len(urls):
+                take(await worker.consumer.getone())
     return Run(rate=len(urls) / watch.seconds, peak=pss.peak, idle=idle, results=results)
 
 
@@ -203,19 +117,6 @@ def _js_present(run: Run, markers: dict[str, str | None]) -> tuple[int, int]:
         url in by_url and text in (by_url[url].markdown or "") for url, text in wanted.items()
     )
     return found, len(wanted)
-
-
-def _log_file(prefix: str) -> object:
-    path = ROOT / ".bench" / f"{prefix}-worker.log"
-    path.parent.mkdir(exist_ok=True)
-    return path.open("wb")
-
-
-def _chromium() -> str:
-    for candidate in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
-        if os.path.exists(candidate):  # noqa: PTH110
-            return candidate
-    raise SystemExit("no system Chromium found")
 
 
 async def render_rows(bootstrap: str, site: TestSite, pages: int, concurrency: int) -> None:

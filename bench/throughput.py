@@ -25,22 +25,19 @@ import asyncio
 import os
 import signal
 import sys
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import ROOT, PeakPss, Stopwatch, mib, worker_env
+from _common import PeakPss, Stopwatch, mib
 from _cpu import CpuAccount, cpu_lines
+from _worker import bench_worker
 from playwright.async_api import async_playwright
 from render_paths import render_rows
 from testsite import serve
 
 from service.broker import LocalBroker
-from service.contracts import CrawlOptions, CrawlRequest, Format, dump
+from service.contracts import CrawlOptions, Format
 from service.crawling.launch import CHROMIUM_ARGS
-from service.settings import Settings
-
-URLS_PER_REQUEST = 10
 
 DEFAULT_ROW = "service, default isolation"
 """A context no other request uses, wiped after a request and reused (`CRAWL_CONTEXT_REUSE`)."""
@@ -118,69 +115,19 @@ async def service(
 ) -> Run:
     """pages/s, peak PSS and CPU of one worker process crawling `urls` through Kafka (every
     request in `session` when given)."""
-    bootstrap = broker.bootstrap_servers
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
-
-    from service.contracts import ProgressEvent  # noqa: PLC0415
-    from service.messaging.topics import ensure_topics  # noqa: PLC0415
-
-    prefix = f"bench{uuid.uuid4().hex[:6]}"
-    env = worker_env(
-        bootstrap,
-        prefix,
-        site_port,
-        CRAWL_MAX_PAGE_SLOTS=str(slots),
-        CRAWL_MAX_PAGES_PER_HOST=str(slots),
-        **(extra_env or {}),
-    )
-    settings = Settings(
-        kafka_bootstrap_servers=bootstrap,
-        requests_topic=f"{prefix}.requests",
-        results_topic=f"{prefix}.results",
-        progress_topic=f"{prefix}.progress",
-        dead_letter_topic=f"{prefix}.dead-letter",
-    )
-    await ensure_topics(settings)
-    worker = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "service", "worker", env=env, stderr=_log_file(prefix)
-    )
-    consumer = AIOKafkaConsumer(
-        settings.progress_topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="latest",
-        group_id=None,
-    )
-    await consumer.start()
-    await asyncio.sleep(8)  # the worker joins its group and launches Chromium
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    await producer.start()
-    chunks = [urls[i : i + URLS_PER_REQUEST] for i in range(0, len(urls), URLS_PER_REQUEST)]
-    options = CrawlOptions(formats=FORMATS, session=session)
-    pending = set()
-    spy = await _py_spy(worker.pid, py_spy / f"{prefix}.txt") if py_spy else None
-    roots = {worker.pid: "worker (python)", broker.pid: "broker (java)"}
-    async with PeakPss(worker.pid).running() as pss, CpuAccount(roots).running() as cpu:
-        with Stopwatch() as watch:
-            for n, chunk in enumerate(chunks):
-                request = CrawlRequest(request_id=f"{prefix}-{n}", urls=chunk, options=options)
-                pending.add(request.request_id)
-                await producer.send(
-                    settings.requests_topic, dump(request), key=request.request_id.encode()
-                )
-            await producer.flush()
-            async for record in consumer:
-                event = ProgressEvent.model_validate_json(record.value)
-                if event.is_terminal:
-                    pending.discard(event.request_id)
-                    if not pending:
-                        break
-    if spy is not None:
-        spy.send_signal(signal.SIGINT)
-        await spy.wait()
-    await producer.stop()
-    await consumer.stop()
-    worker.terminate()
-    await worker.wait()
+    async with bench_worker(
+        broker.bootstrap_servers, site_port, slots, extra_env=extra_env
+    ) as worker:
+        pid = worker.process.pid
+        spy = await _py_spy(pid, py_spy / f"{worker.prefix}.txt") if py_spy else None
+        roots = {pid: "worker (python)", broker.pid: "broker (java)"}
+        options = CrawlOptions(formats=FORMATS, session=session)
+        async with PeakPss(pid).running() as pss, CpuAccount(roots).running() as cpu:
+            with Stopwatch() as watch:
+                await worker.until_ended(await worker.send(urls, options))
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            await spy.wait()
     return Run(len(urls) / watch.seconds, pss.peak, cpu.by_role())
 
 
@@ -191,12 +138,6 @@ async def _py_spy(pid: int, out: Path) -> asyncio.subprocess.Process:
         binary, "record", "--pid", str(pid), "--format", "raw", "--rate", "200",
         "--output", str(out), "--nonblocking", stdout=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
-
-
-def _log_file(prefix: str) -> object:
-    path = ROOT / ".bench" / f"{prefix}-worker.log"
-    path.parent.mkdir(exist_ok=True)
-    return path.open("wb")
 
 
 def _chromium() -> str:
