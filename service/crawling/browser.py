@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Self
-from urllib.parse import urlsplit
 
 from playwright.async_api import (
     Browser,
@@ -35,6 +34,7 @@ from service.crawling._sessions import SharedContexts
 from service.crawling._spares import Spare, SpareContexts
 from service.crawling._wiped import WipedContexts
 from service.crawling.launch import CHROMIUM_ARGS, find_executable
+from service.crawling.robots import Origin
 from service.errors import BrowserUnavailableError
 from service.logs import get_logger
 
@@ -250,18 +250,12 @@ class RequestContext:
 
 
 def _origin(url: str) -> str | None:
-    """`scheme://host[:port]` of an http(s) URL, as storage is keyed; None for other URLs
-    (about:blank, data:, blob: documents use their creator's origin or an opaque one)."""
+    """The origin of an http(s) URL as storage is keyed; None for other URLs (about:blank,
+    data:, blob: documents use their creator's origin or an opaque one)."""
     try:
-        parts = urlsplit(url)
-        port = parts.port
+        return Origin.of(url).serialized
     except ValueError:
         return None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return None
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    default = 80 if parts.scheme == "http" else 443
-    return f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
 
 
 class BrowserPool:

@@ -96,10 +96,16 @@ class Origin:
         return cls(scheme, parts.hostname.lower(), parts.port or DEFAULT_PORTS[scheme])
 
     @property
-    def robots_url(self) -> str:
+    def serialized(self) -> str:
+        """`scheme://host[:port]`, the port only when it is not the scheme's default: how
+        browsers name an origin (and key its storage)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         port = "" if self.port == DEFAULT_PORTS[self.scheme] else f":{self.port}"
-        return f"{self.scheme}://{host}{port}/robots.txt"
+        return f"{self.scheme}://{host}{port}"
+
+    @property
+    def robots_url(self) -> str:
+        return f"{self.serialized}/robots.txt"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
