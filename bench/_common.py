@@ -15,6 +15,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT))
 
 from service.backpressure._proctree import tree_memory  # noqa: E402
+from service.settings import Settings  # noqa: E402
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -57,6 +58,17 @@ class Stopwatch:
 
     def __exit__(self, *_: object) -> None:
         self.seconds = time.perf_counter() - self.start
+
+
+def bench_settings(bootstrap: str, prefix: str) -> Settings:
+    """The settings of a bench worker's topics, as `worker_env` names them."""
+    return Settings(
+        kafka_bootstrap_servers=bootstrap,
+        requests_topic=f"{prefix}.requests",
+        results_topic=f"{prefix}.results",
+        progress_topic=f"{prefix}.progress",
+        dead_letter_topic=f"{prefix}.dead-letter",
+    )
 
 
 def worker_env(bootstrap: str, prefix: str, site_port: int, **extra: str) -> dict[str, str]:

@@ -10,17 +10,18 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from _common import ROOT, worker_env
+from _common import ROOT, bench_settings, worker_env
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from service.contracts import CrawlOptions, CrawlRequest, ProgressEvent, dump
 from service.messaging.topics import ensure_topics
-from service.settings import Settings
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
     from aiokafka import ConsumerRecord
+
+    from service.settings import Settings
 
 URLS_PER_REQUEST = 10
 
@@ -89,13 +90,7 @@ async def bench_worker(
         CRAWL_MAX_PAGES_PER_HOST=str(slots),
         **(extra_env or {}),
     )
-    settings = Settings(
-        kafka_bootstrap_servers=bootstrap,
-        requests_topic=f"{prefix}.requests",
-        results_topic=f"{prefix}.results",
-        progress_topic=f"{prefix}.progress",
-        dead_letter_topic=f"{prefix}.dead-letter",
-    )
+    settings = bench_settings(bootstrap, prefix)
     await ensure_topics(settings)
     log = ROOT / ".bench" / f"{prefix}-worker.log"
     log.parent.mkdir(exist_ok=True)

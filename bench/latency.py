@@ -23,14 +23,13 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from _common import ROOT, worker_env
+from _common import ROOT, bench_settings, worker_env
 from playwright.async_api import async_playwright
 from testsite import serve
 
 from service.broker import LocalBroker
 from service.contracts import CrawlOptions, CrawlRequest, EventType, Format, ProgressEvent, dump
 from service.crawling.launch import CHROMIUM_ARGS
-from service.settings import Settings
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -76,13 +75,7 @@ async def service(
 
     bootstrap = broker.bootstrap_servers
     prefix = f"lat{uuid.uuid4().hex[:6]}"
-    settings = Settings(
-        kafka_bootstrap_servers=bootstrap,
-        requests_topic=f"{prefix}.requests",
-        results_topic=f"{prefix}.results",
-        progress_topic=f"{prefix}.progress",
-        dead_letter_topic=f"{prefix}.dead-letter",
-    )
+    settings = bench_settings(bootstrap, prefix)
     await ensure_topics(settings)
     log_path = ROOT / ".bench" / f"{prefix}-worker.log"
     log = log_path.open("wb")
