@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep clean
+.PHONY: setup demo test lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep bench-group clean
 
 ## Install what is missing: Chromium (apt), the virtual environment, the locked packages.
 setup: $(STAMP)
@@ -57,6 +57,10 @@ bench-failover: setup
 ## A deep crawl against a list crawl of the same 300 pages; the seen set's memory per URL.
 bench-deep: setup
 	$(BIN)/python bench/deep_crawl.py
+
+## Workers started together: seconds until they hold every request partition, 10 tries each.
+bench-group: setup
+	$(BIN)/python bench/group_formation.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
-from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from aiokafka.errors import CommitFailedError, KafkaError
 
 from service.logs import get_logger
+from service.messaging._assignor import learn_generation, sticky_assignor
 from service.messaging.kafka_config import client_options
 from service.messaging.offsets import OffsetTracker, Verdict
 
@@ -55,11 +54,6 @@ LAG_INTERVAL_S: Final = 5.0
 """How often consumer lag is refreshed for the metrics."""
 
 
-ASSIGNORS: Final = (StickyPartitionAssignor, RoundRobinPartitionAssignor)
-"""Sticky first: a rebalance moves as few partitions as it can, and work of partitions that
-stay goes on. Round robin (aiokafka's default) lets the group form during a rolling upgrade."""
-
-
 class RequestConsumer:
     """Feeds request records to `handler`, commits what is done, and applies backpressure."""
 
@@ -84,6 +78,9 @@ class RequestConsumer:
         self._drain_deadline: float | None = None
         self._paused_all = False
         self._timeout_s = settings.kafka_timeout.total_seconds()
+        self._assignor = sticky_assignor()
+        """Sticky: a rebalance moves as few partitions as it can, and work of partitions that
+        stay goes on. The only one offered (see `_assignor`)."""
         self._consumer = AIOKafkaConsumer(
             **client_options(settings),
             group_id=settings.group_id,
@@ -95,7 +92,7 @@ class RequestConsumer:
             session_timeout_ms=30_000,
             heartbeat_interval_ms=3_000,
             max_poll_interval_ms=300_000,
-            partition_assignment_strategy=ASSIGNORS,
+            partition_assignment_strategy=(self._assignor,),
         )
 
     @property
@@ -313,6 +310,8 @@ class RequestConsumer:
         offsets above it are skipped, delivery counts go on). Held work of partitions that
         moved away is dropped uncommitted."""
         self._metrics.rebalances.inc()
+        generation = self._consumer._coordinator.generation  # noqa: SLF001  # no public call
+        learn_generation(self._assignor, generation)
         committed = await self._committed(assigned)
         kept = {
             tp
@@ -334,6 +333,7 @@ class RequestConsumer:
             "consumer.assigned",
             partitions=sorted(tp.partition for tp in assigned),
             kept=sorted(tp.partition for tp in kept),
+            generation=generation,
         )
         if self._stopping.is_set():
             self._consumer.pause(*assigned)
