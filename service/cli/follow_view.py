@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import sys
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
+from service.cli.results_table import summary_table
 from service.contracts import EventType, PageResult, ProgressEvent
 
 if TYPE_CHECKING:
@@ -60,7 +59,7 @@ async def follow_live(
                 completed=message.succeeded + message.failed + message.cancelled,
                 detail=detail,
             )
-    console.print(summary_table(results))
+    console.print(summary_table(results, console.width))
     if last is not None:
         console.print(
             f"[bold]{last.type.value}[/]: {last.succeeded} succeeded, "
@@ -68,34 +67,3 @@ async def follow_live(
             f"(run {last.run_id[:8]})" + (f": {last.detail}" if last.detail else "")
         )
     return 0 if last is not None and last.type == EventType.COMPLETED else 1
-
-
-def _shown(url: str, *, one_host: bool) -> str:
-    """The URL as the table shows it: its path and query when every result has one host."""
-    if not one_host:
-        return url
-    parts = urlsplit(url)
-    return parts.path + (f"?{parts.query}" if parts.query else "")
-
-
-def summary_table(results: list[PageResult]) -> Table:
-    table = Table(title="Results")
-    hosts = sorted({urlsplit(result.url).netloc for result in results})
-    one_host = len(hosts) == 1
-    table.add_column(f"path on {hosts[0]}" if one_host else "URL", overflow="fold")
-    for column in ("depth", "ok", "status", "title", "markdown", "links", "ms", "error"):
-        table.add_column(column)
-    for result in results:
-        links = result.links
-        table.add_row(
-            _shown(result.url, one_host=one_host),
-            str(result.depth),
-            "yes" if result.ok else "no",
-            str(result.status_code or "-"),
-            (result.title or "")[:40],
-            f"{len(result.markdown or '')} ch",
-            f"{len(links.internal)}+{len(links.external)}" if links else "-",
-            str(result.elapsed_ms),
-            result.error.code.value if result.error else "",
-        )
-    return table
