@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -13,6 +13,14 @@ from service.contracts import EventType, PageResult, ProgressEvent
 
 if TYPE_CHECKING:
     from service.client import CrawlClient, Submission
+
+BAR_WIDTH: Final = 12
+"""Characters of the progress bar: the counts beside it say the same, and the line fits in 80
+columns with a deep crawl's detail."""
+
+SHORT_ID: Final = 9
+"""The longest request id the progress line shows whole; a longer one is cut to its first 8
+characters and an ellipsis."""
 
 
 async def follow_json(client: CrawlClient, submission: Submission | str) -> int:
@@ -26,6 +34,19 @@ async def follow_json(client: CrawlClient, submission: Submission | str) -> int:
     return 0 if last is not None and last.type == EventType.COMPLETED else 1
 
 
+def _short(request_id: str) -> str:
+    """A request id as the progress line shows it (the whole id is printed on submit)."""
+    if len(request_id) <= SHORT_ID:
+        return request_id
+    return request_id[: SHORT_ID - 1] + "…"
+
+
+def _detail(event: ProgressEvent) -> str:
+    found = "" if event.discovered is None else f"{event.discovered} discovered, "
+    cancelled = f", {event.cancelled} cancelled" if event.cancelled else ""
+    return f"{found}{event.succeeded} ok, {event.failed} failed{cancelled}, {event.type.value}"
+
+
 async def follow_live(
     client: CrawlClient, submission: Submission | str, console: Console | None = None
 ) -> int:
@@ -35,29 +56,24 @@ async def follow_live(
     last: ProgressEvent | None = None
     columns = (
         TextColumn("[bold]{task.description}"),
-        BarColumn(),
+        BarColumn(bar_width=BAR_WIDTH),
         MofNCompleteColumn(),
         TextColumn("{task.fields[detail]}"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console) as progress:
         name = submission if isinstance(submission, str) else submission.request_id
-        bar = progress.add_task(name, total=None, detail="waiting for a worker")
+        bar = progress.add_task(_short(name), total=None, detail="waiting for a worker")
         async for message in client.follow(submission):
             if isinstance(message, PageResult):
                 results.append(message)
                 continue
             last = message
-            found = "" if message.discovered is None else f"{message.discovered} discovered, "
-            detail = (
-                f"{found}{message.succeeded} ok, {message.failed} failed, "
-                f"{message.cancelled} cancelled, {message.type.value}"
-            )
             progress.update(
                 bar,
                 total=message.total or None,
                 completed=message.succeeded + message.failed + message.cancelled,
-                detail=detail,
+                detail=_detail(message),
             )
     console.print(summary_table(results, console.width))
     if last is not None:
