@@ -65,7 +65,7 @@ async def _kafka(settings: Settings) -> AsyncIterator[str]:
 
 
 @contextlib.contextmanager
-def _logs_to_file(settings: Settings) -> Iterator[Path]:
+def logs_to_file(settings: Settings) -> Iterator[Path]:
     """The broker's, the worker's and the client's log lines go to a new file, not between the
     progress bars; standard error has them again afterwards."""
     descriptor, name = tempfile.mkstemp(prefix="crawlstream-demo-", suffix=".log")
@@ -78,7 +78,7 @@ def _logs_to_file(settings: Settings) -> Iterator[Path]:
 
 
 async def demo(settings: Settings) -> int:
-    with _logs_to_file(settings) as log_path:
+    with logs_to_file(settings) as log_path:
         print(f"Logs go to {log_path}")  # noqa: T201
         try:
             return await _demo(settings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -11,11 +12,13 @@ import pytest
 import structlog
 from aiokafka.errors import GroupCoordinatorNotAvailableError, RequestTimedOutError
 
+from service.cli.demo import logs_to_file
 from service.logs import configure_logging, get_logger
 from service.settings import Settings
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 COORDINATOR = "aiokafka.consumer.group_coordinator"
 
@@ -119,3 +122,21 @@ def test_a_second_configuration_replaces_the_first(capsys: pytest.CaptureFixture
     _configure()
     logging.getLogger("aiokafka").warning("once")
     assert [line["event"] for line in _lines(capsys)] == ["once"]
+
+
+def test_the_demo_logs_to_its_file_and_gives_standard_error_back(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """While the demo runs, our events and the libraries' records go to its file, none to the
+    terminal; afterwards standard error has them again."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with logs_to_file(Settings()) as path:
+        get_logger("service.cli.demo").info("demo.started")
+        logging.getLogger("aiokafka.producer.sender").warning("retrying")
+    get_logger("service.cli.demo").info("demo.stopped")
+    assert [json.loads(line)["event"] for line in path.read_text().splitlines()] == [
+        "demo.started",
+        "retrying",
+    ]
+    assert [line["event"] for line in _lines(capsys)] == ["demo.stopped"]
+    assert path.parent == tmp_path
