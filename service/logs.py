@@ -1,38 +1,127 @@
-"""structlog set-up: key-value events, JSON when standard error is not a terminal."""
+"""structlog set-up: key-value events, JSON when the log stream is not a terminal.
+
+structlog's own events and the standard-library records of the libraries underneath (aiokafka,
+asyncio, aiohttp, Playwright, `warnings`) go through one `logging` handler whose
+`structlog.stdlib.ProcessorFormatter` renders them alike: every line has the same format, a
+`level` and a `logger` name.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 import structlog
 
 if TYPE_CHECKING:
     from service.settings import Settings
 
+OWN_LOGGERS: Final = "service"
+"""The stdlib logger above every `get_logger(__name__)` of this package: it logs at the set
+level, while the libraries' loggers (the root's level) log at WARNING and above (at the set level
+when that is higher): their DEBUG and INFO would drown ours."""
 
-def configure_logging(settings: Settings) -> None:
+HANDLER_NAME: Final = "crawlstream"
+"""The name of the handler `configure_logging` installs, so a second call replaces it."""
+
+_FORMING: Final = (
+    r"\[Error (?:14|15|16)\] "
+    r"(?:GroupLoadInProgressError|GroupCoordinatorNotAvailableError|NotCoordinatorForGroupError)"
+)
+
+EXPECTED_WHILE_A_GROUP_FORMS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+    (
+        "aiokafka.consumer.group_coordinator",
+        re.compile(rf"Group Coordinator Request failed: {_FORMING}"),
+    ),
+    (
+        "aiokafka.consumer.group_coordinator",
+        re.compile(rf"Error sending \w+ to node \S+ \[{_FORMING}\] -- marking coordinator dead"),
+    ),
+)
+"""(logger, message) of the records aiokafka logs at ERROR while a group's coordinator is not
+ready yet: a new group on a new broker (no `__consumer_offsets` yet), a coordinator that moved or
+is still loading the group. aiokafka retries them by itself; any other message of those loggers,
+a request timeout or an unknown error included, keeps its level."""
+
+EXPECTED_LEVEL: Final = logging.WARNING
+"""The level of a record of `EXPECTED_WHILE_A_GROUP_FORMS`: out of an error pipeline, still seen
+when it repeats for long."""
+
+
+class ExpectedWhileAGroupForms(logging.Filter):
+    """Lowers the records of `EXPECTED_WHILE_A_GROUP_FORMS` to `EXPECTED_LEVEL`, and drops them
+    when that is under `threshold` (the libraries' level)."""
+
+    def __init__(self, threshold: int) -> None:
+        super().__init__()
+        self.threshold = threshold
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno <= EXPECTED_LEVEL or not _expected(record):
+            return True
+        record.levelno = EXPECTED_LEVEL
+        record.levelname = logging.getLevelName(EXPECTED_LEVEL)
+        return self.threshold <= EXPECTED_LEVEL
+
+
+def _expected(record: logging.LogRecord) -> bool:
+    return any(
+        record.name == name and pattern.fullmatch(record.getMessage())
+        for name, pattern in EXPECTED_WHILE_A_GROUP_FORMS
+    )
+
+
+def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:
+    """Send every log line, ours and the libraries', to `stream` (standard error by default)."""
+    stream = stream or sys.stderr
     level = getattr(logging, settings.log_level.upper())
-    as_json = settings.log_format == "json" or (
-        settings.log_format == "auto" and not sys.stderr.isatty()
-    )
-    renderer: Any = (
-        structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
-    )
+    libraries = max(level, logging.WARNING)
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(level=max(level, logging.WARNING), stream=sys.stderr)
+    handler = logging.StreamHandler(stream)
+    handler.set_name(HANDLER_NAME)
+    handler.setFormatter(_formatter(settings, stream, shared))
+    handler.addFilter(ExpectedWhileAGroupForms(libraries))
+    _install(handler, level, libraries)
+
+
+def _formatter(settings: Settings, stream: TextIO, shared: list[Any]) -> logging.Formatter:
+    as_json = settings.log_format == "json" or (
+        settings.log_format == "auto" and not stream.isatty()
+    )
+    rendering: list[Any] = (
+        [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+        if as_json
+        else [structlog.dev.ConsoleRenderer()]
+    )
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
+    )
+
+
+def _install(handler: logging.Handler, level: int, libraries: int) -> None:
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == HANDLER_NAME]:
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(handler)
+    root.setLevel(libraries)
+    logging.getLogger(OWN_LOGGERS).setLevel(level)
+    logging.captureWarnings(capture=True)
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import tempfile
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -14,12 +17,13 @@ from service.broker.local import free_port
 from service.cli.follow_view import follow_live
 from service.client import CrawlClient
 from service.contracts import CrawlOptions, CrawlSpec
+from service.logs import configure_logging
 from service.messaging.topics import ensure_topics
 from service.metrics import Metrics
 from service.worker.app import Worker
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Iterator
 
     from service.settings import Settings
 
@@ -60,7 +64,29 @@ async def _kafka(settings: Settings) -> AsyncIterator[str]:
         yield broker.bootstrap_servers
 
 
+@contextlib.contextmanager
+def logs_to_file(settings: Settings) -> Iterator[Path]:
+    """The broker's, the worker's and the client's log lines go to a new file, not between the
+    progress bars; standard error has them again afterwards."""
+    descriptor, name = tempfile.mkstemp(prefix="crawlstream-demo-", suffix=".log")
+    with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+        configure_logging(settings, stream)
+        try:
+            yield Path(name)
+        finally:
+            configure_logging(settings)
+
+
 async def demo(settings: Settings) -> int:
+    with logs_to_file(settings) as log_path:
+        print(f"Logs go to {log_path}")  # noqa: T201
+        try:
+            return await _demo(settings)
+        finally:
+            print(f"The demo's logs are in {log_path}")  # noqa: T201
+
+
+async def _demo(settings: Settings) -> int:
     async with _kafka(settings) as bootstrap, sample_site() as base_url:
         host = base_url.removeprefix("http://")
         settings = settings.model_copy(
@@ -89,10 +115,10 @@ async def _crawl(settings: Settings, base_url: str) -> int:
     options = CrawlOptions(wait_until="networkidle")
     async with CrawlClient(settings) as client:
         submission = await client.submit(urls, options)
-        print(f"Submitted request {submission} for {len(urls)} pages of {base_url}")  # noqa: T201
+        print(f"Submitted request {submission}\n  {len(urls)} pages of {base_url}")  # noqa: T201
         listed = await follow_live(client, submission)
         seed = f"{base_url}/index.html"
         deep = await client.submit([seed], options, crawl=CrawlSpec(max_pages=20, max_depth=2))
-        print(f"Submitted deep crawl {deep} from {seed} (depth 2, at most 20 pages)")  # noqa: T201
+        print(f"Submitted deep crawl {deep}\n  from {seed}, depth 2, at most 20 pages")  # noqa: T201
         crawled = await follow_live(client, deep)
     return listed or crawled

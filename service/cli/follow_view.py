@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Final
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
+from service.cli.results_table import summary_table
 from service.contracts import EventType, PageResult, ProgressEvent
 
 if TYPE_CHECKING:
     from service.client import CrawlClient, Submission
+
+BAR_WIDTH: Final = 12
+"""Characters of the progress bar: the counts beside it say the same, and the line fits in 80
+columns with a deep crawl's detail."""
+
+SHORT_ID: Final = 9
+"""The longest request id the progress line shows whole; a longer one is cut to its first 8
+characters and an ellipsis."""
 
 
 async def follow_json(client: CrawlClient, submission: Submission | str) -> int:
@@ -27,6 +34,19 @@ async def follow_json(client: CrawlClient, submission: Submission | str) -> int:
     return 0 if last is not None and last.type == EventType.COMPLETED else 1
 
 
+def _short(request_id: str) -> str:
+    """A request id as the progress line shows it (the whole id is printed on submit)."""
+    if len(request_id) <= SHORT_ID:
+        return request_id
+    return request_id[: SHORT_ID - 1] + "…"
+
+
+def _detail(event: ProgressEvent) -> str:
+    found = "" if event.discovered is None else f"{event.discovered} discovered, "
+    cancelled = f", {event.cancelled} cancelled" if event.cancelled else ""
+    return f"{found}{event.succeeded} ok, {event.failed} failed{cancelled}, {event.type.value}"
+
+
 async def follow_live(
     client: CrawlClient, submission: Submission | str, console: Console | None = None
 ) -> int:
@@ -36,31 +56,26 @@ async def follow_live(
     last: ProgressEvent | None = None
     columns = (
         TextColumn("[bold]{task.description}"),
-        BarColumn(),
+        BarColumn(bar_width=BAR_WIDTH),
         MofNCompleteColumn(),
         TextColumn("{task.fields[detail]}"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console) as progress:
         name = submission if isinstance(submission, str) else submission.request_id
-        bar = progress.add_task(name, total=None, detail="waiting for a worker")
+        bar = progress.add_task(_short(name), total=None, detail="waiting for a worker")
         async for message in client.follow(submission):
             if isinstance(message, PageResult):
                 results.append(message)
                 continue
             last = message
-            found = "" if message.discovered is None else f"{message.discovered} discovered, "
-            detail = (
-                f"{found}{message.succeeded} ok, {message.failed} failed, "
-                f"{message.cancelled} cancelled, {message.type.value}"
-            )
             progress.update(
                 bar,
                 total=message.total or None,
                 completed=message.succeeded + message.failed + message.cancelled,
-                detail=detail,
+                detail=_detail(message),
             )
-    console.print(summary_table(results))
+    console.print(summary_table(results, console.width))
     if last is not None:
         console.print(
             f"[bold]{last.type.value}[/]: {last.succeeded} succeeded, "
@@ -68,34 +83,3 @@ async def follow_live(
             f"(run {last.run_id[:8]})" + (f": {last.detail}" if last.detail else "")
         )
     return 0 if last is not None and last.type == EventType.COMPLETED else 1
-
-
-def _shown(url: str, *, one_host: bool) -> str:
-    """The URL as the table shows it: its path and query when every result has one host."""
-    if not one_host:
-        return url
-    parts = urlsplit(url)
-    return parts.path + (f"?{parts.query}" if parts.query else "")
-
-
-def summary_table(results: list[PageResult]) -> Table:
-    table = Table(title="Results")
-    hosts = sorted({urlsplit(result.url).netloc for result in results})
-    one_host = len(hosts) == 1
-    table.add_column(f"path on {hosts[0]}" if one_host else "URL", overflow="fold")
-    for column in ("depth", "ok", "status", "title", "markdown", "links", "ms", "error"):
-        table.add_column(column)
-    for result in results:
-        links = result.links
-        table.add_row(
-            _shown(result.url, one_host=one_host),
-            str(result.depth),
-            "yes" if result.ok else "no",
-            str(result.status_code or "-"),
-            (result.title or "")[:40],
-            f"{len(result.markdown or '')} ch",
-            f"{len(links.internal)}+{len(links.external)}" if links else "-",
-            str(result.elapsed_ms),
-            result.error.code.value if result.error else "",
-        )
-    return table
