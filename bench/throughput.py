@@ -10,7 +10,9 @@
     markdown+links+metadata, timed from the first request produced to the last terminal
     event read; once per isolation mode: the default (a context no other request uses,
     wiped and reused between requests), a new context per request (`CRAWL_CONTEXT_REUSE=0`),
-    and every request in one `session`. Prints pages/s of each, their ratio to the bare
+    and every request in one `session`; and, beside the default row before and after it, the
+    default with `CRAWL_RENDER_SETTLE=0` (read at `load`, no wait for scripts to settle): the
+    settle's cost on static pages. Prints pages/s of each, their ratio to the bare
     loop, peak PSS of each process tree, and CPU-ms per page of each process role (worker,
     Playwright's driver, Chromium, broker). `--py-spy DIR` records the worker's Python stacks (needs
     py-spy in the virtual environment; not part of the lock).
@@ -171,6 +173,20 @@ async def main() -> None:
                 py_spy=args.py_spy,
                 extra_env=log_level,
             ),
+            AT_LOAD_ROW: await service(
+                broker,
+                site.port,
+                _urls(site.base_url, pages, "l"),
+                slots,
+                extra_env=log_level | {"CRAWL_RENDER_SETTLE": "0"},
+            ),
+            DEFAULT_AGAIN_ROW: await service(
+                broker,
+                site.port,
+                _urls(site.base_url, pages, "b2"),
+                slots,
+                extra_env=log_level,
+            ),
             "service, a new context per request": await service(
                 broker,
                 site.port,
@@ -199,6 +215,8 @@ async def main() -> None:
         print(f"{label:<36}{run.rate:>10.2f}{run.rate / bare:>8.2f}{mib(run.pss):>14}")
     default = rows[DEFAULT_ROW].rate / bare
     print(f"ratio service/bare (default isolation): {default:.2f}")
+    settled = (rows[DEFAULT_ROW].rate + rows[DEFAULT_AGAIN_ROW].rate) / 2
+    print(f"settle cost on static pages: {1 - settled / rows[AT_LOAD_ROW].rate:+.1%} of throughput")
     for line in cpu_lines("bare loop (before)", before.cpu, pages):
         print(line)
     for label, run in rows.items():

@@ -258,6 +258,11 @@ class ErrorCode(StrEnum):
     """The request was cancelled (control topic) before this page finished."""
     DEADLINE = "deadline"
     """The request's `deadline_ms` passed before this page finished."""
+    NOT_RENDERED = "not_rendered"
+    """The browser loaded the page, but its document stayed an app shell (an empty mount
+    point or main landmark, little text) for as long as the worker waits for scripts to fill
+    it: the page's content never appeared (a script failed, or it needs what the crawl does
+    not give it, such as a login)."""
 
 
 class RecordSource(BaseModel):

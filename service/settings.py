@@ -167,6 +167,16 @@ class Settings(BaseSettings):
     """Pages in a row of one host that `render: auto` had to send to the browser, after which
     the host's pages go straight to it (for 10 minutes or 100 pages; 0: never learn)."""
 
+    render_settle: Seconds = Field(default=timedelta(seconds=3), ge=timedelta(0))
+    """Longest wait, after a page's `wait_until` state, for its scripts to stop changing it
+    (no timer due within 3 s or request pending, the DOM quiet for 250 ms; a page whose
+    scripts did nothing after DOMContentLoaded does not wait). 0: read at `wait_until`."""
+
+    render_shell_wait: Seconds = Field(default=timedelta(seconds=10), ge=timedelta(0))
+    """Longest wait for a rendered page that is still an app shell (an empty mount point or
+    main landmark, little text) to fill; after it the page is `not_rendered`. Bounded by the
+    page's timeout; not applied with `wait_for`."""
+
     # --- Browser -------------------------------------------------------------------------
     browser_executable: Path | None = None
     """Chromium to launch; default: Playwright's own build when installed, else `chromium`

@@ -1,5 +1,6 @@
 """Crawling: the browser pool, page fetch, extraction, the URL policy and egress proxy."""
 
+from service.crawling._settle import SettleLimits
 from service.crawling.browser import BrowserPool, RequestContext
 from service.crawling.egress_proxy import EgressProxy
 from service.crawling.extraction import Extracted, extract
@@ -15,6 +16,7 @@ __all__ = [
     "PageContent",
     "RefusedTargets",
     "RequestContext",
+    "SettleLimits",
     "UnresolvableHostError",
     "UrlPolicy",
     "extract",

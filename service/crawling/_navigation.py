@@ -39,6 +39,17 @@ if TYPE_CHECKING:
 
 PROBE_NAME: Final = "__crawlstreamProbe"
 
+SETTLE_NAME: Final = "__crawlstreamSettle"
+
+CHANGE_NAME: Final = "__crawlstreamChange"
+
+TIMER_HORIZON_MS: Final = 3000
+"""One-shot timers up to this delay count as work the page has still to do before it settles
+(content inserted "a moment after load"); longer ones (a session refresh) do not."""
+
+SETTLE_POLL_MS: Final = 50
+"""How often the page's settle check looks again while waiting."""
+
 PROBE_SCRIPT: Final = f"""(() => {{
   if (window !== window.top || !('navigation' in window) || '{PROBE_NAME}' in window) return;
   const serialize = XMLSerializer.prototype.serializeToString;
@@ -62,10 +73,103 @@ PROBE_SCRIPT: Final = f"""(() => {{
       return withHtml ? [...seen, html()] : seen;
     }}),
   }});
+  const now = performance.now.bind(performance);
+  const setTimer = window.setTimeout.bind(window);
+  const clearTimer = window.clearTimeout.bind(window);
+  const waiters = new Set();
+  let pending = 0;
+  let lastActivity = -1;
+  const changed = () => {{
+    lastActivity = now();
+    for (const wake of waiters) wake();
+    waiters.clear();
+  }};
+  const begin = () => {{ pending += 1; }};
+  const end = () => {{ pending -= 1; if (pending === 0) changed(); }};
+  const observer = new MutationObserver(changed);
+  const observe = () => observer.observe(document,
+    {{ childList: true, subtree: true, characterData: true }});
+  if (document.readyState === 'loading') {{
+    document.addEventListener('DOMContentLoaded', observe, {{ once: true }});
+  }} else {{
+    observe();
+  }}
+  const timers = new Set();
+  window.setTimeout = new Proxy(window.setTimeout, {{
+    apply(target, self, args) {{
+      const [callback, delay, ...rest] = args;
+      if (typeof callback !== 'function' || !(Number(delay ?? 0) <= {TIMER_HORIZON_MS})) {{
+        return Reflect.apply(target, self, args);
+      }}
+      begin();
+      const id = Reflect.apply(target, self, [function (...given) {{
+        try {{ return callback.apply(this, given); }}
+        finally {{ if (timers.delete(id)) end(); }}
+      }}, delay, ...rest]);
+      timers.add(id);
+      return id;
+    }},
+  }});
+  window.clearTimeout = new Proxy(window.clearTimeout, {{
+    apply(target, self, args) {{
+      if (timers.delete(args[0])) end();
+      return Reflect.apply(target, self, args);
+    }},
+  }});
+  window.fetch = new Proxy(window.fetch, {{
+    apply(target, self, args) {{
+      begin();
+      try {{
+        const answer = Reflect.apply(target, self, args);
+        answer.then(end, end);
+        return answer;
+      }} catch (error) {{ end(); throw error; }}
+    }},
+  }});
+  const send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.send = new Proxy(send, {{
+    apply(target, self, args) {{
+      begin();
+      self.addEventListener('loadend', end, {{ once: true }});
+      try {{ return Reflect.apply(target, self, args); }} catch (error) {{
+        self.removeEventListener('loadend', end);
+        end();
+        throw error;
+      }}
+    }},
+  }});
+  const settled = (quietMs) => pending === 0
+    && (lastActivity < 0 || now() - lastActivity >= quietMs);
+  Object.defineProperty(window, '{SETTLE_NAME}', {{
+    value: Object.freeze((quietMs, maxMs) => new Promise((resolve) => {{
+      const until = now() + maxMs;
+      const check = () => {{
+        if (settled(quietMs)) return resolve(true);
+        if (now() >= until) return resolve(false);
+        setTimer(check, {SETTLE_POLL_MS});
+      }};
+      check();
+    }})),
+  }});
+  Object.defineProperty(window, '{CHANGE_NAME}', {{
+    value: Object.freeze((maxMs) => new Promise((resolve) => {{
+      const timer = setTimer(() => {{ waiters.delete(wake); resolve(false); }}, maxMs);
+      const wake = () => {{ clearTimer(timer); resolve(true); }};
+      waiters.add(wake);
+    }})),
+  }});
 }})();"""
 """Runs first in each document, before the page's scripts can change what it relies on: collects
 the URLs of the navigations the document starts, behind a property the page cannot replace, and
-keeps the serializers `page.content()` uses so a page cannot replace those either."""
+keeps the serializers `page.content()` uses so a page cannot replace those either.
+
+It also tracks whether the document is still being built by its scripts: DOM mutations after
+DOMContentLoaded (a MutationObserver), one-shot timers due within `TIMER_HORIZON_MS`, and
+`fetch`/`XMLHttpRequest` calls in flight. `SETTLE_NAME(quietMs, maxMs)` resolves true once
+nothing is pending and the DOM has not changed for `quietMs` since the last activity (at once
+on a page whose scripts did nothing after DOMContentLoaded), false after `maxMs`;
+`CHANGE_NAME(maxMs)` resolves true at the next change, false after `maxMs`. Intervals are not
+tracked: a clock that ticks forever makes `SETTLE_NAME` answer false at `maxMs`, not hang."""
 
 READ_PROBE: Final = f"""(withHtml) => window.{PROBE_NAME} ? window.{PROBE_NAME}(withHtml)
   : [performance.timeOrigin, 0, location.href, [], ...(withHtml ? [
@@ -77,6 +181,16 @@ happens next. Documents without the probe script, such as Chromium's error page,
 they can."""
 
 PROBE_FIELDS: Final = 4
+
+SETTLE_SCRIPT: Final = f"""([quietMs, maxMs]) => window.{SETTLE_NAME}
+  ? window.{SETTLE_NAME}(quietMs, maxMs) : true"""
+"""Documents without the probe script (Chromium's error page) count as settled."""
+
+CHANGE_SCRIPT: Final = f"""(maxMs) => window.{CHANGE_NAME}
+  ? window.{CHANGE_NAME}(maxMs) : new Promise((resolve) => setTimeout(resolve, maxMs, false))"""
+
+WAIT_MARGIN_S: Final = 2.0
+"""Time beyond an in-page wait for its answer to come back."""
 
 ERROR_PAGE: Final = "chrome-error://"
 """Where Chromium commits the page a failed navigation shows."""
@@ -168,6 +282,21 @@ class NavigationWatch:
         waited = self.documents.get(probe.origin, 0)
         self.documents[probe.origin] = len(probe.leaving)
         return probe.leaving[waited:]
+
+    async def settle(self, quiet_s: float, max_s: float) -> bool:
+        """Wait until the document's scripts stopped changing it (True) or `max_s` (False)."""
+        answer = await asyncio.wait_for(
+            self._page.evaluate(SETTLE_SCRIPT, [quiet_s * 1000, max_s * 1000]),
+            max_s + WAIT_MARGIN_S,
+        )
+        return answer is True
+
+    async def changed(self, max_s: float) -> bool:
+        """Wait for the document's next change (True) or `max_s` (False)."""
+        answer = await asyncio.wait_for(
+            self._page.evaluate(CHANGE_SCRIPT, max_s * 1000), max_s + WAIT_MARGIN_S
+        )
+        return answer is True
 
     async def replaced(self, current: Probe, timeout_s: float) -> bool:
         """Wait until `current` is replaced by another document or a main-frame navigation

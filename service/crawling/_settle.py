@@ -7,10 +7,19 @@ the failure), waits for `wait_for`, reads the content, and starts over if the do
 meanwhile or started to leave. A page that declares a short meta refresh to another URL is
 given the delay to leave. A navigation that a timer starts after the content was read is not
 waited for: nothing announces it.
+
+`load` is not the end of a page that renders with scripts: content inserted by a timer, by
+what a `fetch()` returns or by a framework mounting late comes after it. Each round therefore
+waits for the document to settle (nothing pending, the DOM quiet for `QUIET_S`; at most
+`SettleLimits.settle_s`), and a document that is still an app shell when read (an empty mount
+point or main landmark, `shell.rendered_shell_reason`) is read again at its next change, for
+up to `SettleLimits.shell_wait_s`; one that never fills is `not_rendered`, never an empty
+success. A request's `wait_for` replaces the shell check: it names what the content is.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -26,6 +35,7 @@ from service.crawling.errors import (
     classify_navigation,
     first_line,
 )
+from service.crawling.shell import rendered_shell_reason
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -33,6 +43,7 @@ if TYPE_CHECKING:
     from service.contracts import CrawlOptions
     from service.crawling._deadline import StepDeadline
     from service.crawling._navigation import NavigationWatch, Probe
+    from service.settings import Settings
 
 MAX_OWN_NAVIGATIONS: Final = 10
 """Documents a page may move on to by itself after the first; more is a client-side redirect
@@ -46,6 +57,13 @@ REFRESH_FOLLOWED_UP_TO_S: Final = 5.0
 
 REFRESH_GRACE_S: Final = 2.0
 """Time beyond a meta refresh's delay for the browser to start the navigation."""
+
+QUIET_S: Final = 0.25
+"""How long the DOM must stay unchanged, with no timer or request pending, to count as
+settled (a page whose scripts did nothing after DOMContentLoaded is settled at once)."""
+
+CHANGE_WAIT_S: Final = 1.0
+"""Longest single wait for a shell's next change before it is looked at again."""
 
 _NAVIGATING: Final = ("is navigating", "Execution context was destroyed")
 """Playwright's words for a read that the page's navigation interrupted."""
@@ -62,6 +80,24 @@ class Reading:
     screenshot: bytes | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SettleLimits:
+    """How long a page's scripts are given to build its document."""
+
+    settle_s: float = 3.0
+    """Longest wait for the document to settle; a page that never stops changing (a ticking
+    clock, a polling loop) is read after it. 0: read at `wait_until`, no shell check."""
+    shell_wait_s: float = 10.0
+    """Longest wait for a rendered document that is still an app shell to fill."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SettleLimits:
+        return cls(
+            settle_s=settings.render_settle.total_seconds(),
+            shell_wait_s=settings.render_shell_wait.total_seconds(),
+        )
+
+
 class _NavigatedError(Exception):
     """The document changed or started to leave while it was read: read it again."""
 
@@ -72,15 +108,45 @@ async def read_settled(
     options: CrawlOptions,
     navigation: StepDeadline,
     deadline: StepDeadline,
+    limits: SettleLimits,
 ) -> Reading:
     """The page's document once it stays. Raises `PageFailedError` for a navigation that
     failed, a bad selector or a redirect loop; navigations and waits end by `navigation`,
     reading by `deadline`."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    budget_s = min(navigation.left_s(), limits.shell_wait_s)
+    check = limits.settle_s > 0 and not options.wait_for
+    while True:
+        reading = await _read_stable(page, watch, options, navigation, deadline, limits)
+        reason = rendered_shell_reason(reading.html) if check else None
+        if reason is None:
+            return reading
+        waited_s = loop.time() - started
+        left = budget_s - waited_s
+        if left <= 0:
+            raise PageFailedError(
+                ErrorCode.NOT_RENDERED,
+                f"the page is still an app shell ({reason.replace('_', ' ')})"
+                f" {waited_s:.1f} s after it loaded: its content never appeared",
+            )
+        await watch.changed(min(left, CHANGE_WAIT_S))
+
+
+async def _read_stable(
+    page: Page,
+    watch: NavigationWatch,
+    options: CrawlOptions,
+    navigation: StepDeadline,
+    deadline: StepDeadline,
+    limits: SettleLimits,
+) -> Reading:
+    """One reading of the document the page stays on."""
     for _ in range(MAX_READS):
         if watch.loaded_documents > MAX_OWN_NAVIGATIONS + 1:
             break
         try:
-            return await _read(page, watch, options, navigation, deadline)
+            return await _read(page, watch, options, navigation, deadline, limits)
         except _NavigatedError:
             continue
     raise PageFailedError(
@@ -96,14 +162,18 @@ async def _read(
     options: CrawlOptions,
     navigation: StepDeadline,
     deadline: StepDeadline,
+    limits: SettleLimits,
 ) -> Reading:
-    """One reading of the current document, after its `wait_until` state and `wait_for`.
+    """One reading of the current document, after its `wait_until` state, its scripts'
+    settling and `wait_for`.
 
     The document and its HTML are read in one round trip; a `wait_for` or a screenshot
     needs a look before (the selector is waited for in a document that stays) and, for the
     screenshot, after (the picture is of the document read)."""
     try:
         await page.wait_for_load_state(options.wait_until, timeout=navigation.remaining_ms())
+        if limits.settle_s > 0:
+            await watch.settle(QUIET_S, min(limits.settle_s, navigation.left_s()))
         before = None
         if options.wait_for or Format.SCREENSHOT in options.formats:
             before = await watch.probe(navigation.remaining_s())

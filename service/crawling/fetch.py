@@ -16,7 +16,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from service.contracts import ErrorCode, Format, Links, PageError, PageMetadata, PageResult
 from service.crawling._deadline import MIN_STEP_S, StepDeadline
 from service.crawling._navigation import NavigationWatch
-from service.crawling._settle import Reading, read_settled
+from service.crawling._settle import Reading, SettleLimits, read_settled
 from service.crawling.errors import (
     PageFailedError,
     classify_browser_error,
@@ -104,6 +104,7 @@ async def fetch_page(
     max_result_bytes: int,
     refusals: RefusedTargets | None = None,
     follow: FollowRules | None = None,
+    settle: SettleLimits | None = None,
 ) -> PageContent:
     """Render `url` and extract what `options` asks for (and the links to follow, with
     `follow`); a failure becomes a failed result.
@@ -118,7 +119,16 @@ async def fetch_page(
             context.page() as page,
             NavigationWatch(page, refusals) as watch,
         ):
-            return await _render(page, watch, url, options, deadline, max_result_bytes, follow)
+            return await _render(
+                page,
+                watch,
+                url,
+                options,
+                deadline,
+                max_result_bytes,
+                follow,
+                settle or SettleLimits(),
+            )
     except BrowserUnavailableError:
         raise
     except PageFailedError as exc:
@@ -140,6 +150,7 @@ async def _render(
     deadline: StepDeadline,
     max_bytes: int,
     follow: FollowRules | None,
+    settle: SettleLimits,
 ) -> PageContent:
     navigation = deadline.share(1 - EXTRACTION_SHARE)
     try:
@@ -148,7 +159,7 @@ async def _render(
         raise
     except PlaywrightError as exc:
         return await _goto_failed(exc, watch, options, max_bytes)
-    reading = await read_settled(page, watch, options, navigation, deadline)
+    reading = await read_settled(page, watch, options, navigation, deadline, settle)
     answer = response if response is not None and _made(response, reading) else None
     refused = proxy_failure(answer) or _refused(watch, reading)
     if refused is not None:

@@ -5,9 +5,9 @@ decision; `escalation_reason`) and a thin I/O shell (`StaticFetcher`, aiohttp th
 egress proxy; `PageRenderer`, which picks the path per page).
 """
 
+from service.crawling.shell import ShellReason, selector_present, shell_reason
 from service.rendering.learner import HostRenderMemory
 from service.rendering.renderer import PageRenderer, escalation_reason, static_content
-from service.rendering.shell import ShellReason, selector_present, shell_reason
 from service.rendering.static_fetch import StaticAnswer, StaticFetcher
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 
 from service.contracts import ErrorCode, Format
 from service.crawling.fetch import HTTP_ERROR_FROM, PageContent, failed, page_content
-from service.rendering.shell import selector_present, shell_reason
+from service.crawling.shell import selector_present, shell_reason
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

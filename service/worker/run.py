@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final
 import structlog
 
 from service.contracts import ErrorCode, EventType, PageResult, result_id_for, utc_now
+from service.crawling import SettleLimits
 from service.crawling.fetch import PageContent, failed, fetch_page
 from service.crawling.robots import USER_AGENT
 from service.crawling.url_policy import BlockedUrlError, UnresolvableHostError
@@ -319,6 +320,7 @@ class RequestRun:
                     max_result_bytes=int(self._deps.settings.max_result_bytes),
                     refusals=self._deps.refusals,
                     follow=self._follow,
+                    settle=SettleLimits.from_settings(self._deps.settings),
                 )
             except BrowserUnavailableError as exc:
                 log.warning("page.browser_lost", url=url, error=str(exc))

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, ClassVar
 import _hostile
 import _isolation
 import _jsapps
+import _latejs
 import _navigating
 import _routes
 import _state
 import _webrtc
 from _hitcounter import HitCounter, hit_counter
 from _jsapps import JS_KINDS, marker
+from _latejs import LATE_KINDS, late_marker
 from aiohttp import web
 from yarl import URL
 
@@ -26,7 +28,17 @@ if TYPE_CHECKING:
     from collections import Counter
     from collections.abc import AsyncIterator
 
-__all__ = ["JS_KINDS", "HitCounter", "TestSite", "build_app", "hit_counter", "marker", "serve"]
+__all__ = [
+    "JS_KINDS",
+    "LATE_KINDS",
+    "HitCounter",
+    "TestSite",
+    "build_app",
+    "hit_counter",
+    "late_marker",
+    "marker",
+    "serve",
+]
 
 SHUTDOWN_TIMEOUT_SECONDS = 1.0
 """How long stopping waits for open requests (a trickle never ends) before cancelling them."""
@@ -58,6 +70,7 @@ def build_app() -> web.Application:
     app.add_routes(_webrtc.ROUTES)
     app.add_routes(_navigating.ROUTES)
     app.add_routes(_jsapps.ROUTES)
+    app.add_routes(_latejs.ROUTES)
     app.add_routes(_isolation.ROUTES)
     return app
 

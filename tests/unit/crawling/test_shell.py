@@ -7,7 +7,7 @@ from _html import document
 from _jsapps import JS_KINDS, js_page, static_page
 from _pages import article_page, index_page, simple_page
 
-from service.rendering.shell import selector_present, shell_reason
+from service.crawling.shell import selector_present, shell_reason
 
 LONG_TEXT = "<p>" + "A sentence a reader reads. " * 120 + "</p>"
 

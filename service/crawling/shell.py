@@ -14,6 +14,11 @@ show the same document); otherwise, in this order:
   boilerplate around a body that scripts fill in;
 - `thin_text`: the visible text is short (under `RICH_TEXT_CHARS`) and no longer than the
   page's scripts (inline code, plus `EXTERNAL_SCRIPT_CHARS` per external script).
+
+`rendered_shell_reason` is the same check for a document the browser has run the scripts of.
+Only the signals that still mean "not rendered yet" there apply: an empty mount point or main
+landmark on a page with little text. A `<noscript>` notice stays in a rendered page (Create
+React App ships one), and a short page with large scripts is simply short.
 """
 
 from __future__ import annotations
@@ -100,6 +105,24 @@ def shell_reason(html: str) -> ShellReason | None:  # noqa: PLR0911 (one return 
         return "empty_main"
     if text_chars < RICH_TEXT_CHARS and text_chars <= script_chars:
         return "thin_text"
+    return None
+
+
+def rendered_shell_reason(html: str) -> ShellReason | None:
+    """Why the rendered document `html` is still an app shell: an empty framework mount
+    point or main landmark, and less visible text than `RICH_TEXT_CHARS` (None: it is not, or
+    it is too complex to parse)."""
+    if parse_work(html) > MAX_PARSE_WORK:
+        return None
+    tree = LexborHTMLParser(html)
+    tree.strip_tags(list(INVISIBLE_TAGS))
+    if tree.body is None or len(_text(tree.body)) >= RICH_TEXT_CHARS:
+        return None
+    if any(_is_empty(node) for node in tree.css(MOUNT_SELECTOR)):
+        return "empty_root"
+    mains = tree.css(MAIN_SELECTOR)
+    if mains and all(_is_empty(node) for node in mains):
+        return "empty_main"
     return None
 
 
