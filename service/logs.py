@@ -40,11 +40,19 @@ EXPECTED_WHILE_A_GROUP_FORMS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         "aiokafka.consumer.group_coordinator",
         re.compile(rf"Error sending \w+ to node \S+ \[{_FORMING}\] -- marking coordinator dead"),
     ),
+    (
+        "aiokafka.consumer.fetcher",
+        re.compile(
+            r"Failed fetch offsets from \S+: \[Error (?:5|6)\]"
+            r" (?:LeaderNotAvailableError|NotLeaderForPartitionError): .*"
+        ),
+    ),
 )
 """(logger, message) of the records aiokafka logs at ERROR while a group's coordinator is not
 ready yet: a new group on a new broker (no `__consumer_offsets` yet), a coordinator that moved or
-is still loading the group. aiokafka retries them by itself; any other message of those loggers,
-a request timeout or an unknown error included, keeps its level."""
+is still loading the group; and while a partition has no leader yet (topics the worker has just
+created). aiokafka retries them by itself; any other message of those loggers, a request
+timeout or an unknown error included, keeps its level."""
 
 EXPECTED_LEVEL: Final = logging.WARNING
 """The level of a record of `EXPECTED_WHILE_A_GROUP_FORMS`: out of an error pipeline, still seen

@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import structlog
-from aiokafka.errors import GroupCoordinatorNotAvailableError, RequestTimedOutError
+from aiokafka.errors import (
+    GroupCoordinatorNotAvailableError,
+    NotLeaderForPartitionError,
+    RequestTimedOutError,
+)
+from aiokafka.structs import TopicPartition
 
 from service.cli.demo import logs_to_file
 from service.logs import configure_logging, get_logger
@@ -63,6 +68,19 @@ def test_coordinator_not_available_at_start_is_a_json_warning(
     assert line["logger"] == COORDINATOR
     assert line["level"] == "warning"
     assert "timestamp" in line
+
+
+def test_a_partition_without_a_leader_yet_is_a_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    """The offset lookup on a topic the worker has just created fails with NotLeaderForPartition
+    until the partition has a leader (aiokafka retries it): a warning, not an error."""
+    _configure()
+    error = NotLeaderForPartitionError(TopicPartition("crawl.control", 9))
+    logging.getLogger("aiokafka.consumer.fetcher").error(
+        "Failed fetch offsets from %s: %s", 1, error
+    )
+    [line] = _lines(capsys)
+    assert line["event"].startswith("Failed fetch offsets from 1: [Error 6] NotLeaderForPartition")
+    assert line["level"] == "warning"
 
 
 def test_a_genuine_library_error_stays_an_error(capsys: pytest.CaptureFixture[str]) -> None:
