@@ -112,7 +112,7 @@ async def _demo(settings: Settings) -> int:
 async def _crawl(settings: Settings, base_url: str) -> int:
     """A list crawl of the sample pages, then a deep crawl of the site from its home page."""
     urls = [f"{base_url}/{page}" for page in SAMPLE_PAGES]
-    options = CrawlOptions(wait_until="networkidle")
+    options = CrawlOptions()  # the defaults: script-rendered content is waited for
     async with CrawlClient(settings) as client:
         submission = await client.submit(urls, options)
         print(f"Submitted request {submission}\n  {len(urls)} pages of {base_url}")  # noqa: T201
