@@ -82,7 +82,9 @@ class Metrics:
             "crawl_memory_limit_bytes", "Memory limit the governor works against.", registry=r
         )
         self.memory_working_set = Gauge(
-            "crawl_memory_working_set_bytes", "Working set of the worker's cgroup.", registry=r
+            "crawl_memory_working_set_bytes",
+            "Working set of the cgroup whose limit applies (the worker's own when none does).",
+            registry=r,
         )
         self.memory_tree_pss = Gauge(
             "crawl_memory_tree_pss_bytes",
@@ -91,6 +93,13 @@ class Metrics:
         )
         self.memory_headroom = Gauge(
             "crawl_memory_headroom_bytes", "Limit minus usage.", registry=r
+        )
+        self.memory_bound = Gauge(
+            "crawl_memory_bound",
+            "1 for the limit with the least headroom now (a cgroup level: own, parent,"
+            " ancestor_N, above_mount; or configured, host), 0 for those that bound before.",
+            ["by"],
+            registry=r,
         )
         self.page_cost = Gauge(
             "crawl_page_cost_bytes", "Learned memory cost of one open page.", registry=r

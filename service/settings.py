@@ -216,8 +216,9 @@ class Settings(BaseSettings):
 
     # --- Memory --------------------------------------------------------------------------
     memory_limit: ByteSize | None = None
-    """Memory budget; the smaller of this and the cgroup limit wins (host memory when
-    neither is set)."""
+    """Memory budget of the worker's process tree (its PSS); it applies when it leaves less
+    headroom than every cgroup limit, each judged against its own cgroup's usage (host memory
+    when neither is set)."""
 
     memory_safety_margin: ByteSize = ByteSize(256 * 1024**2)
     """Headroom kept free beyond the expected cost of the next page."""

@@ -1,4 +1,9 @@
-"""Read a process's memory cgroup (v2 or v1): limit, working set, OOM kills.
+"""Read a process's memory cgroup (v2 or v1): every limited level, its working set, OOM kills.
+
+The kernel enforces the limit of the process's own cgroup and of every ancestor, each against
+the usage of that ancestor's whole subtree (a sidecar in a sibling cgroup counts against the
+pod's limit). So each level's limit is paired with that level's working set, and the level
+with the least headroom is the one that binds.
 
 Readers return None (or nothing) when a file is missing or unreadable, so a host without
 cgroups, or a kernel without a given file, falls through to the next source instead of failing.
@@ -17,6 +22,10 @@ UNLIMITED_THRESHOLD = 1 << 60
 
 V1_CONTROLLER = "memory"
 """Name of the v1 memory controller, and of its hierarchy's directory under the cgroup root."""
+
+ABOVE_MOUNT = "above_mount"
+"""Name of a v1 ancestor that is not visible under the mount (a cgroup namespace), known only
+from `hierarchical_memory_limit`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,15 +56,44 @@ V1 = _Layout(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LevelReading:
+    """One limited cgroup of the process's lineage: its limit and the working set charged to it."""
+
+    name: str
+    """`own` (the process's cgroup), `parent`, `ancestor_N` (N levels up), or `above_mount`."""
+    path: str
+    """The cgroup's path under the hierarchy's mount (`/` for the mount itself); empty for
+    `above_mount`."""
+    limit_bytes: int
+    working_set_bytes: int
+    """Usage of the cgroup's whole subtree minus its inactive file cache."""
+
+    @property
+    def headroom_bytes(self) -> int:
+        return self.limit_bytes - self.working_set_bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CgroupReading:
     """One read of the cgroup files that matter for memory."""
 
     version: int
-    limit_bytes: int | None
-    """Smallest limit of the cgroup and its visible ancestors; None when unlimited."""
     working_set_bytes: int
-    """Usage minus inactive file cache (the kernel reclaims that before it OOM-kills)."""
+    """The process's own cgroup: usage minus inactive file cache (the kernel reclaims that
+    before it OOM-kills)."""
+    levels: tuple[LevelReading, ...]
+    """Every level with a limit, the process's own cgroup first; unlimited levels are left out."""
     oom_kills: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Usage:
+    """What one directory of the lineage reports."""
+
+    directory: Path
+    limit_bytes: int | None
+    working_set_bytes: int | None
+    stat: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,22 +105,59 @@ class MemoryCgroup:
     mount: Path
 
     def read(self) -> CgroupReading | None:
-        usage = _read_int(self.directory / self.layout.usage_file)
-        if usage is None:
+        lineage = [self._usage(directory) for directory in self._lineage()]
+        own = lineage[0].working_set_bytes
+        if own is None:
             return None
-        stat = _read_keyed(self.directory / "memory.stat")
         return CgroupReading(
             version=self.layout.version,
-            limit_bytes=self._limit(stat),
-            working_set_bytes=max(usage - stat.get(self.layout.inactive_key, 0), 0),
+            working_set_bytes=own,
+            levels=self._levels(lineage, own),
             oom_kills=_read_keyed(self.directory / self.layout.oom_file).get("oom_kill"),
         )
 
-    def _limit(self, stat: dict[str, int]) -> int | None:
-        limits = [_read_int(directory / self.layout.limit_file) for directory in self._lineage()]
-        limits.append(stat.get("hierarchical_memory_limit"))  # v1 only: covers hidden ancestors
-        bounded = [limit for limit in limits if limit is not None and limit < UNLIMITED_THRESHOLD]
-        return min(bounded, default=None)
+    def _usage(self, directory: Path) -> _Usage:
+        usage = _read_int(directory / self.layout.usage_file)
+        stat = _read_keyed(directory / "memory.stat") if usage is not None else {}
+        inactive = stat.get(self.layout.inactive_key, 0)
+        return _Usage(
+            directory=directory,
+            limit_bytes=_bounded(_read_int(directory / self.layout.limit_file)),
+            working_set_bytes=None if usage is None else max(usage - inactive, 0),
+            stat=stat,
+        )
+
+    def _levels(self, lineage: list[_Usage], own: int) -> tuple[LevelReading, ...]:
+        """Each limited level with its working set; a level whose usage is unreadable gets the
+        largest one read below it (its subtree uses at least that)."""
+        levels: list[LevelReading] = []
+        below = own
+        for depth, usage in enumerate(lineage):
+            below = max(below, usage.working_set_bytes or 0)
+            if usage.limit_bytes is not None:
+                level = LevelReading(
+                    name=_level_name(depth),
+                    path=_path_under(self.mount, usage.directory),
+                    limit_bytes=usage.limit_bytes,
+                    working_set_bytes=below,
+                )
+                levels.append(level)
+        hidden = self._hidden_limit(lineage[0].stat, levels)
+        if hidden is not None:
+            levels.append(
+                LevelReading(name=ABOVE_MOUNT, path="", limit_bytes=hidden, working_set_bytes=below)
+            )
+        return tuple(levels)
+
+    @staticmethod
+    def _hidden_limit(stat: dict[str, int], levels: list[LevelReading]) -> int | None:
+        """v1's `hierarchical_memory_limit` when it is below every visible limit: then it
+        belongs to an ancestor above the mount, whose usage cannot be read."""
+        hierarchical = _bounded(stat.get("hierarchical_memory_limit"))
+        visible = min((level.limit_bytes for level in levels), default=None)
+        if hierarchical is None or (visible is not None and hierarchical >= visible):
+            return None
+        return hierarchical
 
     def _lineage(self) -> list[Path]:
         """The cgroup directory and its ancestors up to the hierarchy's mount."""
@@ -90,6 +165,22 @@ class MemoryCgroup:
         while self.mount in lineage[-1].parents:
             lineage.append(lineage[-1].parent)
         return lineage
+
+
+def _level_name(depth: int) -> str:
+    """0 -> `own`, 1 -> `parent`, N -> `ancestor_N`."""
+    return {0: "own", 1: "parent"}.get(depth, f"ancestor_{depth}")
+
+
+def _path_under(mount: Path, directory: Path) -> str:
+    """`directory` as a cgroup path: `/` for the mount, `/a/b` below it."""
+    relative = directory.relative_to(mount).as_posix()
+    return "/" if relative == "." else f"/{relative}"
+
+
+def _bounded(limit: int | None) -> int | None:
+    """A limit, or None when it means "no limit"."""
+    return limit if limit is not None and limit < UNLIMITED_THRESHOLD else None
 
 
 def locate(cgroup_root: Path, proc_cgroup: Path) -> MemoryCgroup | None:

@@ -4,7 +4,8 @@ The sampler calls `on_sample` with each snapshot; the scheduler asks `admit`; th
 asks `should_pause` before each poll, which weighs the scheduler's intake backlog: pages a
 request taken now would wait behind (the waiting pages of a request already rendering more
 than its share do not count: a new request goes before them). Every pause, resume and shed
-is logged with the figures that caused it.
+is logged with the figures that caused it, and a change of the limit that binds (the worker's
+own cgroup, an ancestor's, the configured one) as `memory.bound`.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ class MemoryGate:
         self._browser_generation = 0
         self._browser_baseline = first.tree_pss_bytes
         self._paused = False
+        self._bound = first.bound_by
         metrics.memory_limit.set(first.limit_bytes)
+        metrics.memory_bound.labels(first.bound_by).set(1)
 
     def attach(self, scheduler: PageScheduler, pool: BrowserPool) -> None:
         self._scheduler = scheduler
@@ -126,7 +129,19 @@ class MemoryGate:
             pool.recycle(f"grew {growth // 2**20} MiB over {pool.pages_served} pages")
             self._metrics.browser_restarts.labels("memory").inc()
 
+    def _note_bound(self, snapshot: MemorySnapshot) -> None:
+        """Log and export a change of the limit that binds (e.g. a sidecar filled the pod)."""
+        if snapshot.bound_by == self._bound:
+            return
+        self._metrics.memory_bound.labels(self._bound).set(0)
+        self._metrics.memory_bound.labels(snapshot.bound_by).set(1)
+        log.info(
+            "memory.bound", previous=self._bound, cgroup=snapshot.cgroup_path, **self._figures()
+        )
+        self._bound = snapshot.bound_by
+
     def _export(self, snapshot: MemorySnapshot) -> None:
+        self._note_bound(snapshot)
         metrics = self._metrics
         metrics.memory_limit.set(snapshot.limit_bytes)
         metrics.memory_working_set.set(snapshot.working_set_bytes)
@@ -135,9 +150,10 @@ class MemoryGate:
         metrics.page_cost.set(self._governor.page_cost_bytes)
         metrics.concurrency_limit.set(self._governor.limit)
 
-    def _figures(self) -> dict[str, int | float]:
+    def _figures(self) -> dict[str, str | int | float]:
         snapshot = self._snapshot
         return {
+            "bound_by": snapshot.bound_by,
             "limit_mib": snapshot.limit_bytes // 2**20,
             "used_mib": snapshot.used_bytes // 2**20,
             "headroom_mib": snapshot.headroom_bytes // 2**20,

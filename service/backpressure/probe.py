@@ -1,8 +1,10 @@
 """Measure the worker's memory: `MemoryProbe` reads once, `MemorySampler` keeps reading.
 
-The limit is the smaller of the cgroup's (v2 `memory.max`, v1 `memory.limit_in_bytes`, the
-smallest over the visible ancestors) and the configured one; the host's `MemTotal` only when
-neither applies. See `snapshot.py` for which usage figure is judged against it.
+Each limit is paired with the usage it is enforced against: every limited cgroup level (v2
+`memory.max`, v1 `memory.limit_in_bytes`, the worker's own cgroup and each ancestor) with that
+level's working set, the configured limit with the worker's process tree. The one with the
+least headroom applies (a cgroup level on a tie, since the kernel enforces it); the host's
+`MemTotal` only when none applies. See `snapshot.py` for which usage figure is judged.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, Self
@@ -80,14 +83,16 @@ class MemoryProbe:
         cgroup = self._memory_cgroup
         reading = None if cgroup is None else cgroup.read()
         tree = self._tree_memory()
-        limit, source = self._limit(reading)
+        budget = self._budget(reading, tree)
         return MemorySnapshot(
-            limit_bytes=limit,
-            working_set_bytes=tree if reading is None else reading.working_set_bytes,
+            limit_bytes=budget.limit_bytes,
+            working_set_bytes=budget.working_set_bytes,
             tree_pss_bytes=tree,
-            source=source,
+            source=budget.source,
             taken_at=self._clock(),
             oom_kills=None if reading is None else reading.oom_kills,
+            cgroup_level=budget.cgroup_level,
+            cgroup_path=budget.cgroup_path,
         )
 
     def _tree_memory(self) -> int:
@@ -101,19 +106,58 @@ class MemoryProbe:
         proc_cgroup = self._proc_root / str(self._root_pid) / "cgroup"
         return _cgroup.locate(self._cgroup_root, proc_cgroup)
 
-    def _limit(self, reading: _cgroup.CgroupReading | None) -> tuple[int, LimitSource]:
-        """The smallest applicable limit; on a tie the cgroup's, since the kernel enforces it."""
-        candidates: list[tuple[int, LimitSource]] = []
-        if reading is not None and reading.limit_bytes is not None:
-            candidates.append((reading.limit_bytes, _CGROUP_SOURCES[reading.version]))
+    def _budget(self, reading: _cgroup.CgroupReading | None, tree: int) -> _Budget:
+        """The limit with the least headroom; on a tie the cgroup's, since the kernel enforces
+        it; the host's memory when no limit applies."""
+        own = tree if reading is None else reading.working_set_bytes
+        candidates = (
+            [] if reading is None else [_level_budget(reading, lvl) for lvl in reading.levels]
+        )
         if self._configured is not None:
-            candidates.append((self._configured, LimitSource.CONFIGURED))
+            candidates.append(
+                _Budget(
+                    limit_bytes=self._configured,
+                    used_bytes=tree,
+                    working_set_bytes=own,
+                    source=LimitSource.CONFIGURED,
+                )
+            )
         if candidates:
-            return min(candidates, key=lambda candidate: candidate[0])
+            return min(candidates, key=lambda candidate: candidate.headroom_bytes)
         host = _proctree.host_memory_total(self._proc_root)
         if host is None:
             raise ConfigurationError("no memory limit found: set CRAWL_MEMORY_LIMIT")
-        return host, LimitSource.HOST
+        return _Budget(
+            limit_bytes=host, used_bytes=tree, working_set_bytes=own, source=LimitSource.HOST
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Budget:
+    """One limit and the usage the probe judges against it."""
+
+    limit_bytes: int
+    used_bytes: int
+    working_set_bytes: int
+    source: LimitSource
+    cgroup_level: str | None = None
+    cgroup_path: str | None = None
+
+    @property
+    def headroom_bytes(self) -> int:
+        return self.limit_bytes - self.used_bytes
+
+
+def _level_budget(reading: _cgroup.CgroupReading, level: _cgroup.LevelReading) -> _Budget:
+    """One limited cgroup level, judged against its own working set."""
+    return _Budget(
+        limit_bytes=level.limit_bytes,
+        used_bytes=level.working_set_bytes,
+        working_set_bytes=level.working_set_bytes,
+        source=_CGROUP_SOURCES[reading.version],
+        cgroup_level=level.name,
+        cgroup_path=level.path,
+    )
 
 
 class MemorySampler:

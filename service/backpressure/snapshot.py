@@ -1,9 +1,10 @@
 """One reading of memory: the limit that applies, what is used against it, and the OOM count.
 
 Which figure counts as *used* is decided here, once: when a cgroup limit applies it is the
-cgroup's working set (usage minus inactive file cache), because that is what the kernel weighs
-before it OOM-kills; otherwise (a configured budget, or the host's memory) it is the summed PSS
-of the worker and all its descendants, the memory this worker is actually responsible for.
+working set (usage minus inactive file cache) of the cgroup whose limit it is, the worker's own
+or an ancestor's (a pod's, whose usage includes its sidecars), because that is what the kernel
+weighs before it OOM-kills; otherwise (a configured budget, or the host's memory) it is the
+summed PSS of the worker and all its descendants, the memory this worker is responsible for.
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ class MemorySnapshot:
     """Memory as measured at `taken_at` (monotonic seconds)."""
 
     limit_bytes: int
-    """The smaller of the cgroup limit and the configured one; host memory when neither."""
+    """The limit with the least headroom: a cgroup level's or the configured one; host memory
+    when neither applies."""
     working_set_bytes: int
-    """Cgroup usage minus inactive file cache; the process-tree figure when no cgroup."""
+    """Usage minus inactive file cache of the cgroup whose limit applies (of the worker's own
+    cgroup when no cgroup limit does); the process-tree figure when no cgroup."""
     tree_pss_bytes: int
     """PSS (RSS where PSS is unreadable) summed over the worker and all its descendants."""
     source: LimitSource
@@ -45,6 +48,11 @@ class MemorySnapshot:
     """`time.monotonic()` when the reading was taken."""
     oom_kills: int | None = None
     """The cgroup's OOM kill count, when the kernel exposes it."""
+    cgroup_level: str | None = None
+    """Which cgroup's limit applies: `own`, `parent`, `ancestor_N`, `above_mount`; None when
+    the limit is not a cgroup's."""
+    cgroup_path: str | None = None
+    """That cgroup's path under its hierarchy's mount."""
 
     def __post_init__(self) -> None:
         if self.limit_bytes <= 0:
@@ -54,6 +62,12 @@ class MemorySnapshot:
     def used_bytes(self) -> int:
         """What the limit is judged against (see the module docstring)."""
         return self.working_set_bytes if self.source.is_cgroup else self.tree_pss_bytes
+
+    @property
+    def bound_by(self) -> str:
+        """What bounds the headroom, for logs and the metric label: the cgroup level, else the
+        limit's source (`configured`, `host`)."""
+        return self.cgroup_level or self.source.value
 
     @property
     def headroom_bytes(self) -> int:

@@ -331,6 +331,20 @@ class NavigationWatch:
             refused=self.refused(request.url),
         )
 
+    async def renderer_alive(self, timeout_s: float) -> bool:
+        """Whether the page's renderer still answers: False once it crashed or was killed
+        (the crash event may come after the navigation's failure, an evaluate never lies);
+        True when it only does not answer within `timeout_s` (busy, not known dead)."""
+        if self.crashed:
+            return False
+        try:
+            await asyncio.wait_for(self._page.evaluate("1"), timeout_s)
+        except PlaywrightError:
+            return False
+        except TimeoutError:
+            return True
+        return True
+
     def refused(self, url: str) -> str | None:
         """The egress proxy's reason if it refused the host and port of `url` during the fetch."""
         if self._refusals is None:

@@ -67,12 +67,15 @@ class FailedNavigation:
     """Status of the answer to that URL, when one came."""
     refused: str | None = None
     """The egress proxy's reason, when it refused the host and port of `url`."""
+    renderer_died: bool = False
+    """The page's renderer process was gone when the navigation failed (killed, e.g. by the
+    kernel's OOM killer): Chromium then aborts the navigation as it does for a download."""
 
     @property
     def answered_without_page(self) -> bool:
         """The server answered with nothing to show (204, 205, a download): the browser stays
         on the document it had."""
-        return self.status is not None and "ERR_ABORTED" in self.error
+        return self.status is not None and "ERR_ABORTED" in self.error and not self.renderer_died
 
 
 def first_line(exc: BaseException) -> str:
@@ -96,19 +99,13 @@ def classify_message(message: str) -> ErrorCode:
 
 def classify_navigation(failure: FailedNavigation) -> tuple[ErrorCode, str]:
     """The error code of a failed main-frame navigation, with what caused it where known."""
-    scheme = urlsplit(failure.url).scheme.lower()
-    if failure.refused is not None:
-        return ErrorCode.BLOCKED, f"{failure.url}: refused by the URL policy ({failure.refused})"
-    if scheme not in ALLOWED_SCHEMES:
-        return ErrorCode.BLOCKED, f"a redirect to {scheme}: ({failure.url}) is not followed"
-    if "ERR_UNSAFE_REDIRECT" in failure.error or "ERR_UNKNOWN_URL_SCHEME" in failure.error:
-        return ErrorCode.BLOCKED, f"{failure.url} redirects to a URL that is not http(s)"
-    if "ERR_ABORTED" in failure.error and failure.status is None:
-        # Chromium drops a redirect to javascript: or view-source: this way: no answer to show.
-        return ErrorCode.BLOCKED, (
-            f"{failure.url}: the browser abandoned the navigation without an answer"
-            " (a redirect to a javascript: or view-source: URL)"
+    if failure.renderer_died:
+        return ErrorCode.BROWSER_CRASH, (
+            f"{failure.url}: the page's renderer died while loading it (killed, e.g. out of memory)"
         )
+    blocked = _blocked(failure)
+    if blocked is not None:
+        return ErrorCode.BLOCKED, blocked
     if failure.answered_without_page:
         return ErrorCode.DOWNLOAD, f"{failure.url}: the answer is not a page (a download)"
     code = classify_message(failure.error)
@@ -116,3 +113,21 @@ def classify_navigation(failure: FailedNavigation) -> tuple[ErrorCode, str]:
         code = ErrorCode.CONNECTION
     message = failure.error.removeprefix("Page.goto: ")
     return code, message if failure.url in message else f"{message} at {failure.url}"
+
+
+def _blocked(failure: FailedNavigation) -> str | None:
+    """Why a failed navigation counts as `blocked`, or None when it does not."""
+    scheme = urlsplit(failure.url).scheme.lower()
+    if failure.refused is not None:
+        return f"{failure.url}: refused by the URL policy ({failure.refused})"
+    if scheme not in ALLOWED_SCHEMES:
+        return f"a redirect to {scheme}: ({failure.url}) is not followed"
+    if "ERR_UNSAFE_REDIRECT" in failure.error or "ERR_UNKNOWN_URL_SCHEME" in failure.error:
+        return f"{failure.url} redirects to a URL that is not http(s)"
+    if "ERR_ABORTED" in failure.error and failure.status is None:
+        # Chromium drops a redirect to javascript: or view-source: this way: no answer to show.
+        return (
+            f"{failure.url}: the browser abandoned the navigation without an answer"
+            " (a redirect to a javascript: or view-source: URL)"
+        )
+    return None

@@ -18,6 +18,7 @@ from service.crawling._deadline import MIN_STEP_S, StepDeadline
 from service.crawling._navigation import NavigationWatch
 from service.crawling._settle import Reading, SettleLimits, read_settled
 from service.crawling.errors import (
+    FailedNavigation,
     PageFailedError,
     classify_browser_error,
     classify_navigation,
@@ -44,6 +45,10 @@ HTTP_FORBIDDEN: Final = 403
 
 NO_CONTENT: Final = frozenset({204, 205})
 """Statuses that answer a navigation with nothing to show: an ok result without content."""
+
+RENDERER_PROBE_S: Final = 2.0
+"""Deadline of the one round trip that tells an aborted navigation of a live page (a download,
+a redirect to javascript:) from one whose renderer was killed under it."""
 
 GOTO_ATTEMPTS: Final = 2
 """Tries of `goto` when a navigation the previous document started interrupts it."""
@@ -158,7 +163,7 @@ async def _render(
     except PlaywrightTimeoutError:
         raise
     except PlaywrightError as exc:
-        return await _goto_failed(exc, watch, options, max_bytes)
+        return await _goto_failed(exc, watch, url, options, max_bytes)
     reading = await read_settled(page, watch, options, navigation, deadline, settle)
     answer = response if response is not None and _made(response, reading) else None
     refused = proxy_failure(answer) or _refused(watch, reading)
@@ -182,10 +187,15 @@ async def _goto(page: Page, url: str, options: CrawlOptions, timeout_s: float) -
 
 
 async def _goto_failed(
-    exc: PlaywrightError, watch: NavigationWatch, options: CrawlOptions, max_bytes: int
+    exc: PlaywrightError, watch: NavigationWatch, url: str, options: CrawlOptions, max_bytes: int
 ) -> PageContent:
     """The result of a `goto` that failed with a network error, from what failed where."""
-    failure = await watch.failure(first_line(exc)) if "net::ERR_" in str(exc) else None
+    if "net::ERR_" not in str(exc):
+        raise exc
+    failure = await watch.failure(first_line(exc))
+    if "ERR_ABORTED" in str(exc) and not await watch.renderer_alive(RENDERER_PROBE_S):
+        target = url if failure is None else failure.url
+        failure = FailedNavigation(error=first_line(exc), url=target, renderer_died=True)
     if failure is None:
         raise exc
     if failure.answered_without_page and failure.status in NO_CONTENT:

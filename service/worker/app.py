@@ -156,6 +156,9 @@ class Worker:
             "memory.limit",
             limit_mib=sampler.latest.limit_bytes // 2**20,
             source=str(sampler.latest.source),
+            bound_by=sampler.latest.bound_by,
+            cgroup=sampler.latest.cgroup_path,
+            headroom_mib=sampler.latest.headroom_bytes // 2**20,
             governor=settings.memory_governor,
         )
         return gate

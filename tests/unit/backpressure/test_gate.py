@@ -4,8 +4,10 @@ wait behind, which leaves out those of a request already rendering beyond its sh
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from service.backpressure import Governor, LimitSource, MemorySnapshot, PauseReason
 from service.backpressure.gate import MemoryGate
@@ -94,3 +96,25 @@ async def test_a_pause_at_the_start_up_limit_ends_once_the_big_request_renders_b
     assert worker.scheduler.backlog > CAPACITY
     assert not worker.gate.should_pause()
     await worker.close()
+
+
+def test_a_change_of_the_binding_cgroup_level_is_logged_and_exported():
+    """When a sibling fills the pod, the pod's limit binds: `memory.bound` names it with its
+    figures, and `crawl_memory_bound{by}` moves its 1 from `own` to `parent`."""
+    registry = CollectorRegistry()
+    own = replace(_comfortable(), cgroup_level="own", cgroup_path="/pod/worker")
+    gate = MemoryGate(
+        Governor(8, safety_margin_bytes=100 * MIB), Metrics(registry), backlog_capacity=8, first=own
+    )
+    pod = replace(own, limit_bytes=1228 * MIB, working_set_bytes=1000 * MIB, cgroup_level="parent")
+    with capture_logs() as logs:
+        gate.on_sample(replace(own, taken_at=1.0))
+        gate.on_sample(replace(pod, cgroup_path="/pod", taken_at=2.0))
+    assert [(e["event"], e["previous"], e["bound_by"], e["cgroup"]) for e in logs] == [
+        ("memory.bound", "own", "parent", "/pod")
+    ]
+    assert logs[0]["headroom_mib"] == 228
+    bound = {
+        by: registry.get_sample_value("crawl_memory_bound", {"by": by}) for by in ("own", "parent")
+    }
+    assert bound == {"own": 0.0, "parent": 1.0}

@@ -60,6 +60,7 @@ def probe(tmp_path: Path, proc: Path, **options: int) -> MemoryProbe:
 
 
 def fake_v1(tmp_path: Path, proc: Path, limit: str, parent_limit: str = V1_UNLIMITED) -> None:
+    """The worker in `/pod/worker` (300 MiB used, 100 MiB of it inactive file cache)."""
     write(proc / str(WORKER) / "cgroup", "9:pids:/\n4:memory:/pod/worker\n0::/\n")
     pod = tmp_path / "cgroup" / "memory" / "pod"
     write(pod / "memory.limit_in_bytes", parent_limit)
@@ -71,6 +72,7 @@ def fake_v1(tmp_path: Path, proc: Path, limit: str, parent_limit: str = V1_UNLIM
 
 
 def fake_v2(tmp_path: Path, proc: Path, limit: str, path: str = "/kubepods/worker") -> None:
+    """The worker in `/kubepods/worker` (300 MiB used, 50 MiB of it inactive file cache)."""
     write(proc / str(WORKER) / "cgroup", f"0::{path}\n")
     cgroup = tmp_path / "cgroup" / "kubepods" / "worker"
     write(cgroup.parent / "memory.max", "max\n")
@@ -91,6 +93,8 @@ def test_cgroup_v1_limit_and_working_set_without_inactive_file_cache(tmp_path, p
         source=LimitSource.CGROUP_V1,
         taken_at=7.0,
         oom_kills=3,
+        cgroup_level="own",
+        cgroup_path="/pod/worker",
     )
     assert snapshot.used_bytes == 200 * MIB
     assert snapshot.headroom_bytes == 312 * MIB
@@ -100,6 +104,113 @@ def test_cgroup_v1_a_smaller_ancestor_limit_wins(tmp_path, proc):
     """The kernel enforces every ancestor's limit, so the smallest applies."""
     fake_v1(tmp_path, proc, limit=str(512 * MIB), parent_limit=str(256 * MIB))
     assert probe(tmp_path, proc).sample().limit_bytes == 256 * MIB
+
+
+def v1_parent_usage(tmp_path: Path, used_mib: int, inactive_mib: int) -> None:
+    """The v1 pod's (hierarchical) usage: the worker's cgroup plus its siblings'."""
+    pod = tmp_path / "cgroup" / "memory" / "pod"
+    write(pod / "memory.usage_in_bytes", str(used_mib * MIB))
+    write(pod / "memory.stat", f"cache 1\ntotal_inactive_file {inactive_mib * MIB}\n")
+
+
+def v2_parent_usage(tmp_path: Path, limit: str, used_mib: int, inactive_mib: int) -> None:
+    """The v2 pod's limit and (hierarchical) usage."""
+    pod = tmp_path / "cgroup" / "kubepods"
+    write(pod / "memory.max", limit)
+    write(pod / "memory.current", str(used_mib * MIB))
+    write(pod / "memory.stat", f"anon 1\ninactive_file {inactive_mib * MIB}\n")
+
+
+def test_cgroup_v1_a_parent_limit_is_judged_against_the_parents_usage(tmp_path, proc):
+    """Issue 19: a pod limit of 1,228 MiB with a sidecar using 504 MiB in a sibling cgroup. The
+    worker's own 200 MiB working set is not what the kernel weighs: the pod's 800 MiB is."""
+    fake_v1(tmp_path, proc, limit=V1_UNLIMITED, parent_limit=str(1228 * MIB))
+    v1_parent_usage(tmp_path, used_mib=904, inactive_mib=104)
+    snapshot = probe(tmp_path, proc).sample()
+    assert (snapshot.limit_bytes, snapshot.source) == (1228 * MIB, LimitSource.CGROUP_V1)
+    assert (snapshot.used_bytes, snapshot.headroom_bytes) == (800 * MIB, 428 * MIB)
+    assert (snapshot.bound_by, snapshot.cgroup_path) == ("parent", "/pod")
+
+
+def test_cgroup_v2_a_parent_limit_is_judged_against_the_parents_usage(tmp_path, proc):
+    """v2: the parent's memory.max is paired with its memory.current minus inactive_file."""
+    fake_v2(tmp_path, proc, limit="max\n")
+    v2_parent_usage(tmp_path, str(1228 * MIB), used_mib=900, inactive_mib=100)
+    snapshot = probe(tmp_path, proc).sample()
+    assert (snapshot.limit_bytes, snapshot.source) == (1228 * MIB, LimitSource.CGROUP_V2)
+    assert (snapshot.used_bytes, snapshot.headroom_bytes) == (800 * MIB, 428 * MIB)
+    assert (snapshot.bound_by, snapshot.cgroup_path) == ("parent", "/kubepods")
+
+
+@pytest.mark.parametrize(
+    ("own_mib", "pod_mib", "pod_used_mib", "bound_by", "headroom_mib"),
+    [
+        # the pod's limit is larger, but a sibling left it less room than the worker's own
+        (1024, 2048, 1900, "parent", 148),
+        # the worker's own limit is tighter than the pod's room
+        (256, 2048, 900, "own", 6),
+    ],
+)
+def test_cgroup_v2_the_level_with_least_headroom_wins(
+    tmp_path, proc, own_mib, pod_mib, pod_used_mib, bound_by, headroom_mib
+):
+    """Not the smallest limit: the smallest limit minus usage, each level with its own usage."""
+    fake_v2(tmp_path, proc, limit=str(own_mib * MIB))
+    v2_parent_usage(tmp_path, str(pod_mib * MIB), used_mib=pod_used_mib, inactive_mib=0)
+    snapshot = probe(tmp_path, proc).sample()
+    assert snapshot.headroom_bytes == headroom_mib * MIB
+    assert snapshot.bound_by == bound_by
+
+
+def test_cgroup_v1_the_level_with_least_headroom_wins(tmp_path, proc):
+    """v1: a 2 GiB pod with 1,900 MiB used binds before the worker's own 1 GiB with 200 MiB."""
+    fake_v1(tmp_path, proc, limit=str(1024 * MIB), parent_limit=str(2048 * MIB))
+    v1_parent_usage(tmp_path, used_mib=1900, inactive_mib=0)
+    snapshot = probe(tmp_path, proc).sample()
+    assert (snapshot.limit_bytes, snapshot.used_bytes) == (2048 * MIB, 1900 * MIB)
+    assert snapshot.bound_by == "parent"
+
+
+def test_unlimited_levels_are_ignored_whatever_they_use(tmp_path, proc):
+    """The root and an unlimited pod hold the whole host's usage: neither is a limit."""
+    fake_v2(tmp_path, proc, limit=str(1024 * MIB))
+    v2_parent_usage(tmp_path, "max\n", used_mib=20_000, inactive_mib=0)
+    write(tmp_path / "cgroup" / "memory.stat", f"inactive_file {MIB}\n")
+    snapshot = probe(tmp_path, proc).sample()
+    assert (snapshot.limit_bytes, snapshot.used_bytes) == (1024 * MIB, 250 * MIB)
+    assert snapshot.bound_by == "own"
+
+
+def test_cgroup_v1_grandparent_and_deeper_levels_are_named(tmp_path, proc):
+    """Every ancestor up to the mount is read; the root's own limit counts too."""
+    fake_v1(tmp_path, proc, limit=V1_UNLIMITED)
+    root = tmp_path / "cgroup" / "memory"
+    write(root / "memory.limit_in_bytes", str(900 * MIB))
+    write(root / "memory.usage_in_bytes", str(800 * MIB))
+    snapshot = probe(tmp_path, proc).sample()
+    assert snapshot.headroom_bytes == 100 * MIB
+    assert (snapshot.bound_by, snapshot.cgroup_path) == ("ancestor_2", "/")
+
+
+def test_cgroup_v1_a_hidden_ancestors_limit_uses_the_topmost_visible_usage(tmp_path, proc):
+    """In a cgroup namespace only `hierarchical_memory_limit` tells of the pod's limit; its
+    usage is at least that of the topmost cgroup visible, which is what it is judged against."""
+    fake_v1(tmp_path, proc, limit=str(2048 * MIB))
+    v1_parent_usage(tmp_path, used_mib=700, inactive_mib=0)
+    stat = tmp_path / "cgroup" / "memory" / "pod" / "worker" / "memory.stat"
+    write(stat, f"total_inactive_file {100 * MIB}\nhierarchical_memory_limit {1024 * MIB}\n")
+    snapshot = probe(tmp_path, proc).sample()
+    assert (snapshot.limit_bytes, snapshot.used_bytes) == (1024 * MIB, 700 * MIB)
+    assert snapshot.bound_by == "above_mount"
+
+
+def test_a_configured_limit_competes_on_headroom_with_a_parent_limit(tmp_path, proc):
+    """A 1 GiB budget for the tree (~134 MiB) leaves more room than a full pod: the pod binds."""
+    fake_v1(tmp_path, proc, limit=V1_UNLIMITED, parent_limit=str(1228 * MIB))
+    v1_parent_usage(tmp_path, used_mib=1100, inactive_mib=0)
+    snapshot = probe(tmp_path, proc, configured_limit_bytes=1024 * MIB).sample()
+    assert (snapshot.source, snapshot.headroom_bytes) == (LimitSource.CGROUP_V1, 128 * MIB)
+    assert snapshot.bound_by == "parent"
 
 
 def test_cgroup_v1_unlimited_falls_back_to_host_memory_and_the_process_tree(tmp_path, proc):

@@ -100,3 +100,16 @@ def test_an_answer_without_a_page_is_told_apart():
     assert not FailedNavigation(
         error="net::ERR_TUNNEL_CONNECTION_FAILED", url=SITE, status=302
     ).answered_without_page
+
+
+@pytest.mark.parametrize("status", [200, 204, None])
+def test_an_aborted_navigation_of_a_killed_renderer_is_a_browser_crash(status):
+    """Issue 19: a renderer the OOM killer took aborts the navigation as a download (an answer
+    came) or as an abandoned redirect (none came) does; it is `browser_crash`, not a 204."""
+    failure = FailedNavigation(
+        error="net::ERR_ABORTED", url=SITE, status=status, renderer_died=True
+    )
+    assert not failure.answered_without_page
+    code, message = classify_navigation(failure)
+    assert code == ErrorCode.BROWSER_CRASH
+    assert "renderer died" in message
