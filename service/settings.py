@@ -195,7 +195,8 @@ class Settings(BaseSettings):
     """Requests one browser context serves, one after another, before it is closed: between
     two of them it is wiped (pages at about:blank with their history and window name reset;
     cookies, permissions, HTTP cache and every origin's storage cleared), so its renderer
-    processes are reused (0: a new context for every request)."""
+    processes are reused; one whose network stack keeps what no wipe clears (a login by URL
+    credentials, client hints, HSTS) is closed instead (0: a new context for every request)."""
 
     # --- URL policy ----------------------------------------------------------------------
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)

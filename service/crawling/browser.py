@@ -30,6 +30,7 @@ from playwright.async_api import (
 from playwright.async_api import Error as PlaywrightError
 
 from service.crawling._navigation import PROBE_SCRIPT
+from service.crawling._network_state import IN_FLIGHT, RequestWatch
 from service.crawling._sessions import SharedContexts
 from service.crawling._spares import Spare, SpareContexts
 from service.crawling._wiped import WipedContexts
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from types import TracebackType
 
-    from playwright.async_api import CDPSession, Frame, Route
+    from playwright.async_api import CDPSession, Frame, Response, Route
+    from playwright.async_api import Request as PlaywrightRequest
 
     from service.contracts import CrawlOptions
     from service.crawling._proxy_auth import ProxyAccess
@@ -62,6 +64,11 @@ CONTEXT_DEADLINE_S: Final = 15.0
 
 WIPE_DEADLINE_S: Final = 10.0
 """How long wiping a context for its next request may take; past it, it is closed instead."""
+
+SETTLE_DEADLINE_S: Final = 5.0
+"""How long a wipe waits for the context's requests in flight (a keepalive fetch, a beacon,
+a slow subresource) to end; past it, the context is closed instead (a response that came
+after the wipe would leave its cookies to the next request)."""
 
 CLEAR_WINDOW: Final = "() => { window.name = ''; }"
 """`window.name` belongs to the tab, not its document: a page of the next request would read
@@ -110,6 +117,8 @@ class RequestContext:
     devtools: dict[Page, CDPSession] = field(default_factory=dict)
     used: set[Page] = field(default_factory=set)
     """Pages handed out since this context was last wiped (the others are still blank)."""
+    requests: RequestWatch = field(default_factory=RequestWatch)
+    """This context's requests in flight, and why it may not be reused (`_network_state`)."""
 
     @property
     def browser_alive(self) -> bool:
@@ -162,54 +171,70 @@ class RequestContext:
 
         page.on("framenavigated", navigated)
 
-    async def wipe(self, keep_pages: int) -> bool:
+    async def wipe(self, keep_pages: int) -> str | None:
         """Make this context look new to its next request, with at most `keep_pages` pages
         (the others are closed: a wiped context waits with its request share, not with every
-        page a request borrowed); False when it cannot be (a page is still rendering or was
-        closed mid-use, the browser is going, a step failed): the caller closes it instead.
+        page a request borrowed); None when done, else why it cannot be (a page is still
+        rendering or was closed mid-use, the browser is going, its network stack remembers
+        what no wipe clears, its requests do not end, a step failed): the caller closes it.
 
-        The kept pages used since the last wipe go to about:blank first, so no script of the
-        last request runs any more (none can write storage after it is cleared), and their
-        history and window name are reset (the others have been blank since); then cookies,
-        permissions, the HTTP cache and the storage of every origin seen (local and session
-        storage, IndexedDB, Cache Storage, file systems...) are cleared.
+        First the context's requests in flight must end (within `SETTLE_DEADLINE_S`), so their
+        responses land before the wipe. The kept pages used since the last wipe then go to
+        about:blank, so no script of the last request runs any more, and their history and
+        window name are reset (the others have been blank since); then cookies, permissions,
+        the HTTP cache and the storage of every origin seen (local and session storage,
+        IndexedDB, Cache Storage, file systems...) are cleared. What a page sends as it goes
+        (a `pagehide` beacon or keepalive fetch) is not seen by DevTools and cannot be
+        stopped; the cookies its answer sets before the next request takes the context are
+        cleared at hand-over (`BrowserPool.open_context`).
         """
         pages = list(self.idle)
         if not pages or len(pages) != len(self.opened) or not self.usable:
-            return False
+            return "busy"
+        if self.requests.taint is not None:
+            return self.requests.taint
         blank = [page for page in pages if page not in self.used]
         used = [page for page in pages if page in self.used][: max(0, keep_pages - len(blank))]
         kept = blank[:keep_pages] + used
         self.used = set()
         try:
             async with asyncio.timeout(WIPE_DEADLINE_S):
+                if not await self.requests.settled(SETTLE_DEADLINE_S):
+                    return IN_FLIGHT
                 for page in pages:
                     if page not in kept:
                         self.idle.remove(page)
                         await self._close_page(page)
                 await asyncio.gather(*(self._blank(page) for page in used))
-                devtools = await self._devtools(kept[0])
-                origins, self.origins = self.origins, set()
-                await asyncio.gather(
-                    self.context.clear_cookies(),
-                    self.context.clear_permissions(),
-                    devtools.send("Network.clearBrowserCache"),
-                    *(
-                        devtools.send(
-                            "Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"}
-                        )
-                        for origin in sorted(origins)
-                    ),
-                )
+                if self.requests.taint is not None or self.requests.in_flight:
+                    return self.requests.taint or IN_FLIGHT
+                await self._clear(kept[0])
         except (PlaywrightError, TimeoutError) as exc:
             log.debug("browser.wipe_failed", error=str(exc))
-            return False
-        return True
+            return "failed"
+        return None
+
+    async def _clear(self, page: Page) -> None:
+        """Clear what every page of the context shares (`page`'s DevTools session serves)."""
+        devtools = await self._devtools(page)
+        origins, self.origins = self.origins, set()
+        await asyncio.gather(
+            self.context.clear_cookies(),
+            self.context.clear_permissions(),
+            devtools.send("Network.clearBrowserCache"),
+            *(
+                devtools.send(
+                    "Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"}
+                )
+                for origin in sorted(origins)
+            ),
+        )
 
     async def _blank(self, page: Page) -> None:
+        devtools = await self._devtools(page)
         await page.goto("about:blank")
         await page.evaluate(CLEAR_WINDOW)
-        await (await self._devtools(page)).send("Page.resetNavigationHistory")
+        await devtools.send("Page.resetNavigationHistory")
 
     async def _devtools(self, page: Page) -> CDPSession:
         devtools = self.devtools.get(page)
@@ -358,7 +383,7 @@ class BrowserPool:
         `session` it is the request's alone, new or wiped; with one it is the session's."""
         key = _session_key(options)
         if key is None:
-            wiped = self._wiped.take(_reuse_key(options))
+            wiped = await self._take_wiped(options)
             if wiped is not None:
                 self._told("wiped")
                 return wiped
@@ -369,6 +394,20 @@ class BrowserPool:
                 shared = await self._open_own(options, session=key)
                 self._sessions.add(key, shared)
             return shared
+
+    async def _take_wiped(self, options: CrawlOptions) -> RequestContext | None:
+        """A wiped context for the request, its cookies cleared once more: a beacon or a
+        keepalive fetch sent as its last request's page went answers after the wipe, and its
+        `Set-Cookie` lands then. None when none waits (or clearing failed: it is closed)."""
+        while (wiped := self._wiped.take(_reuse_key(options))) is not None:
+            try:
+                await asyncio.wait_for(wiped.context.clear_cookies(), CONTEXT_DEADLINE_S)
+            except (PlaywrightError, TimeoutError) as exc:
+                log.debug("browser.context_closed", reason="failed", error=str(exc))
+                self._close_later(wiped)
+                continue
+            return wiped
+        return None
 
     async def _open_own(self, options: CrawlOptions, *, session: str | None) -> RequestContext:
         handle = await self._ensure_browser()
@@ -398,6 +437,7 @@ class BrowserPool:
             page.on("dialog", _answer_dialog)
             opened.watch(page)
         context.on("page", lambda page: opened.watch(page))  # noqa: PLW0108 (see `watch`)
+        _watch_requests(context, opened.requests)
         self._open.add(opened)
         if session is None:
             self._told("spare" if spare is not None else "new")
@@ -420,26 +460,31 @@ class BrowserPool:
 
     async def _wipe_or_close(self, context: RequestContext) -> None:
         """Wipe `context` for the next request, or close it when it has served its share of
-        requests, memory is not comfortable or the wipe fails."""
+        requests, memory is not comfortable or it cannot be wiped (see `RequestContext.wipe`)."""
         context.served += 1
         try:
-            kept = (
-                context.served < self._settings.context_reuse
-                and self.keep_idle_pages
-                and await context.wipe(self._settings.max_pages_per_request)
-                and self.keep_idle_pages
-            )
+            refused = await self._wipe(context)
         except Exception:  # task boundary: a context not wiped is closed, never left open
             log.exception("browser.wipe_crashed")
-            kept = False
+            refused = "crashed"
         finally:
             self._wiping -= 1
-        if kept:
+        if refused is None:
             log.debug("browser.context_wiped", served=context.served, pages=len(context.idle))
             self._wiped.put(context.reuse_key, context)
         else:
             self._open.discard(context)
             await self._shut(context)
+            log.debug("browser.context_closed", served=context.served, reason=refused)
+
+    async def _wipe(self, context: RequestContext) -> str | None:
+        """Wipe `context`; None when it may serve the next request, else why not."""
+        if context.served >= self._settings.context_reuse:
+            return "served"
+        if not self.keep_idle_pages:
+            return "memory"
+        refused = await context.wipe(self._settings.max_pages_per_request)
+        return "memory" if refused is None and not self.keep_idle_pages else refused
 
     @property
     def wiping(self) -> int:
@@ -596,6 +641,24 @@ class BrowserPool:
             self._handles.pop(handle.generation, None)
             await _close(handle.browser.close(), "browser")
             log.info("browser.closed", generation=handle.generation)
+
+
+def _watch_requests(context: BrowserContext, watch: RequestWatch) -> None:
+    """Feed `watch` every request of `context` (functions: Playwright tags its handlers)."""
+
+    def started(request: PlaywrightRequest) -> None:
+        watch.started(request)
+
+    def answered(response: Response) -> None:
+        watch.answered(response)
+
+    def ended(request: PlaywrightRequest) -> None:
+        watch.ended(request)
+
+    context.on("request", started)
+    context.on("response", answered)
+    context.on("requestfinished", ended)
+    context.on("requestfailed", ended)
 
 
 def _proxy_settings(proxy: ProxyAccess | None) -> ProxySettings | None:

@@ -7,7 +7,14 @@ session storage, IndexedDB, CacheStorage, `window.name`, history, an HTTP-cached
 reached through a redirect from the site's second name, `localhost`, which leaves a cookie
 there on the writer's way and reports that host's cookies on the reader's: a cookie of a host
 no frame of the context ever showed. A control proves the reader sees what a shared
-(`session`) context keeps."""
+(`session`) context keeps.
+
+What a context's network stack keeps beside storage (`tests/support/_isolation_net.py`): the
+HTTP auth cache (a URL with credentials, and a page that plants a login for another host by
+navigating to `http://mallory:planted@127.0.0.2:.../`), cookies set by answers to keepalive
+fetches and beacons that come after the writer's request ended, and client-hint opt-ins. Each
+such case runs with default reuse and with `CRAWL_CONTEXT_REUSE=0`; the reader of each comes
+after the writer's context was wiped or closed."""
 
 from __future__ import annotations
 
@@ -16,11 +23,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 from _isolation import CLEAN_TITLE, bounce_path, written_title
+from _isolation_net import LATE_HOWS, secret_title
 from harness import produce
+from testsite import serve
 
 from service.contracts import CrawlOptions, CrawlRequest, EventType, Format, dump
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from harness import Collector, Topics, WorkerProcess
     from testsite import TestSite
 
@@ -51,15 +62,40 @@ site's fetch counts), for the day it is on."""
 WIPED = "browser.context_wiped"
 
 
-async def _start(start_worker, site: TestSite, **env: str) -> WorkerProcess:
-    """A worker that may reach the test site under both its names."""
+DONE_EVENTS = frozenset({WIPED, "browser.context_closed"})
+"""What the worker logs (debug) when a request's context has been wiped or closed."""
+
+REUSE_MODES = [
+    pytest.param({}, id="default-reuse"),
+    pytest.param({"CRAWL_CONTEXT_REUSE": "0"}, id="reuse-off"),
+]
+"""The isolation modes every network-state case runs under."""
+
+
+@pytest.fixture(scope="module")
+async def other_site() -> AsyncIterator[TestSite]:
+    """The test site again on 127.0.0.2: another host, for a login planted there."""
+    async with serve(host="127.0.0.2") as running:
+        yield running
+
+
+async def _start(
+    start_worker, site: TestSite, other: TestSite | None = None, **env: str
+) -> WorkerProcess:
+    """A worker that may reach the test site under both its names (and `other`)."""
     hosts = f"127.0.0.1:{site.port},localhost:{site.port}"
-    return await start_worker(CRAWL_ALLOWED_HOSTS=hosts, **env)
+    if other is not None:
+        hosts += f",127.0.0.2:{other.port}"
+    return await start_worker(**{"CRAWL_ALLOWED_HOSTS": hosts, "CRAWL_LOG_LEVEL": "debug", **env})
 
 
-def _bounced(site: TestSite, to: str, set_tag: str | None = None) -> str:
-    """The URL that reaches `to` on 127.0.0.1 by a redirect from `localhost`."""
-    path = bounce_path(to, back=f"127.0.0.1:{site.port}", set_tag=set_tag)
+def _bounced(
+    site: TestSite, to: str, set_tag: str | None = None, back: TestSite | None = None
+) -> str:
+    """The URL that reaches `to` on 127.0.0.1 (or on `back`) by a redirect from `localhost`."""
+    back_host = "127.0.0.2" if back is not None else "127.0.0.1"
+    back_port = back.port if back is not None else site.port
+    path = bounce_path(to, back=f"{back_host}:{back_port}", set_tag=set_tag)
     return f"http://localhost:{site.port}{path}"
 
 
@@ -99,11 +135,13 @@ async def _read(
     site: TestSite,
     name: str,
     tags: list[str],
+    back: TestSite | None = None,
     **options: object,
 ) -> tuple[set[str], str]:
-    """One request whose page looks for state, and loads the cacheable script of each of
-    `tags`; the kinds of state it saw, and its report."""
-    url = _bounced(site, "/isolation/read?" + "&".join(f"tag={tag}" for tag in tags))
+    """One request whose page (on 127.0.0.1, or on `back`) looks for state, and loads the
+    cacheable script of each of `tags`; the kinds of state it saw, and its report."""
+    query = "&".join(f"tag={tag}" for tag in tags)
+    url = _bounced(site, f"/isolation/read?{query}", back=back)
     result = await _crawl(topics, collector, f"read-{name}", url, wait_for="#read", **options)
     report = result.text or ""
     if result.title == CLEAN_TITLE:
@@ -177,3 +215,123 @@ async def test_with_context_reuse_off_every_request_gets_a_new_context(
     events = worker.events()
     assert any(entry.get("level") == "debug" for entry in events)  # a wipe would be logged
     assert [entry for entry in events if entry.get("event") == WIPED] == []
+
+
+async def _context_done(collector: Collector, worker: WorkerProcess, request_id: str) -> None:
+    """Wait until the context of `request_id` has been wiped for the next request or closed."""
+
+    def done(_: object) -> bool:
+        return any(
+            entry.get("event") in DONE_EVENTS and entry.get("request_id") == request_id
+            for entry in worker.events()
+        )
+
+    await collector.wait_until(done, WIPED_DEADLINE_S)
+
+
+async def _write_secret(
+    topics: Topics, collector: Collector, worker: WorkerProcess, url: str, user: str
+) -> None:
+    """One request whose page ends at `/isolation/secret` served to `user`; returns once its
+    context is wiped or closed."""
+    request_id = f"auth-{_run_id()}"
+    result = await _crawl(topics, collector, request_id, url, wait_for="#secret")
+    assert result.title == secret_title(user), result.text
+    await _context_done(collector, worker, request_id)
+
+
+@pytest.mark.parametrize("env", REUSE_MODES)
+async def test_a_login_by_url_credentials_is_not_sent_for_a_later_request(
+    topics, collector, site: TestSite, start_worker, env: dict[str, str]
+):
+    """A crawls `http://alice:s3cret@HOST/isolation/secret` (served as alice); B, after A's
+    context was wiped or closed, crawls a page under `/isolation/` of HOST and its request
+    carries no credential (before: A's, sent unasked from the auth cache)."""
+    worker = await _start(start_worker, site, **env)
+    url = f"http://alice:s3cret@127.0.0.1:{site.port}/isolation/secret"
+    await _write_secret(topics, collector, worker, url, "alice")
+    tag = _run_id()
+    seen, report = await _read(topics, collector, site, tag, [tag])
+    assert seen == set(), report
+
+
+@pytest.mark.parametrize("env", REUSE_MODES)
+async def test_a_login_a_page_planted_for_another_host_is_not_sent_for_a_later_request(
+    topics, collector, site: TestSite, other_site: TestSite, start_worker, env: dict[str, str]
+):
+    """A's page navigates to `http://mallory:planted@OTHER/isolation/secret` (served as
+    mallory); B's crawl of OTHER carries no credential (before: mallory's)."""
+    worker = await _start(start_worker, site, other_site, **env)
+    plant = f"/isolation/plant?host=127.0.0.2:{other_site.port}&to=/isolation/secret"
+    await _write_secret(topics, collector, worker, site.url(plant), "mallory")
+    tag = _run_id()
+    seen, report = await _read(topics, collector, site, tag, [tag], back=other_site)
+    assert seen == set(), report
+
+
+@pytest.mark.parametrize("env", REUSE_MODES)
+async def test_late_cookies_of_keepalive_fetches_and_beacons_do_not_reach_a_later_request(
+    topics, collector, site: TestSite, start_worker, env: dict[str, str]
+):
+    """A's page sends a keepalive fetch at load, and a keepalive fetch and a beacon on
+    `pagehide`; the site answers each `LATE_DELAY_S` later with a cookie. Once every late
+    request that reached the site has ended (and, with reuse, all three did), B's request
+    carries none of those cookies (before: all three)."""
+    worker = await _start(start_worker, site, **env)
+    tag = _run_id()
+    request_id = f"late-{tag}"
+    url = site.url(f"/isolation/late?tag={tag}")
+    result = await _crawl(topics, collector, request_id, url, wait_for="#sent")
+    assert result.title == "isolation: late", result.text
+    await _context_done(collector, worker, request_id)
+    every = len(LATE_HOWS) if not env else 1  # a closed context may send no pagehide request
+
+    def answered(_: object) -> bool:
+        arrived = site.late_arrived[tag]
+        return arrived >= every and site.late_ended[tag] == arrived
+
+    await collector.wait_until(answered, DEADLINE_S)
+    seen, report = await _read(topics, collector, site, tag, [tag])
+    assert seen == set(), report
+
+
+@pytest.mark.parametrize("env", REUSE_MODES)
+async def test_client_hints_an_earlier_request_opted_in_to_are_not_sent_later(
+    topics, collector, site: TestSite, start_worker, env: dict[str, str]
+):
+    """A's page answers with `Accept-CH` and `Critical-CH` for high-entropy client hints; B's
+    request to the same origin carries none of them (before: Sec-CH-UA-Arch and more)."""
+    worker = await _start(start_worker, site, **env)
+    tag = _run_id()
+    request_id = f"hints-{tag}"
+    result = await _crawl(topics, collector, request_id, site.url(f"/isolation/hints?tag={tag}"))
+    assert result.title == f"isolation: hints {tag}", result.text
+    await _context_done(collector, worker, request_id)
+    seen, report = await _read(topics, collector, site, tag, [tag])
+    assert seen == set(), report
+
+
+async def test_the_reader_sees_a_login_late_cookies_and_client_hints_in_a_shared_session_context(
+    topics, collector, site: TestSite, start_worker
+):
+    """The control of the network-state cases: in one `session` the reader's request carries
+    the login, the late cookies and the client hints the writers left."""
+    await _start(start_worker, site)
+    tag = _run_id()
+    url = f"http://alice:s3cret@127.0.0.1:{site.port}/isolation/secret"
+    result = await _crawl(topics, collector, f"auth-{tag}", url, session=tag, wait_for="#secret")
+    assert result.title == secret_title("alice"), result.text
+    await _crawl(
+        topics, collector, f"hints-{tag}", site.url(f"/isolation/hints?tag={tag}"), session=tag
+    )
+    await _crawl(
+        topics,
+        collector,
+        f"late-{tag}",
+        site.url(f"/isolation/late?tag={tag}"),
+        session=tag,
+        wait_for="#sent",
+    )
+    await collector.wait_until(lambda _: site.late_ended[tag] >= 1, DEADLINE_S)
+    seen, report = await _read(topics, collector, site, tag, [tag], session=tag)
+    assert {"auth", "hints", "cookie"} <= seen, report

@@ -24,7 +24,9 @@
 Kinds a reader reports: `cookie` (the request carried one, or `document.cookie` shows one),
 `bounce-cookie` (the bounce before it received one), `local`, `session`, `indexeddb`,
 `cachestorage`, `name`, `history` (`history.length` above 2: the first `about:blank` and the
-page itself), `httpcache`; `{kind}-error` when reading failed.
+page itself), `httpcache`, `auth` (the request carried a valid Basic credential of
+`/isolation/secret`), `hints` (it carried opt-in client hints); `{kind}-error` when reading
+failed.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Final
 
 import _state
 from _html import document, script_literal
+from _isolation_net import auth_user, opt_in_hints
 from aiohttp import web
 from yarl import URL
 
@@ -157,6 +160,8 @@ READ_SCRIPT: Final = """
   await look("cookie", () => ({header: __SENT_COOKIES__, document: document.cookie}),
              (v) => v.header.length > 0 || v.document !== "");
   await look("bounce-cookie", () => bounced, (names) => names.length > 0);
+  await look("auth", () => __SENT_AUTH__, (user) => user !== "");
+  await look("hints", () => __SENT_HINTS__, (names) => names.length > 0);
   await look("local", () => localStorage.length, (n) => n > 0);
   await look("session", () => sessionStorage.length, (n) => n > 0);
   await look("indexeddb", async () => (await indexedDB.databases()).map((db) => db.name),
@@ -205,6 +210,8 @@ async def read(request: web.Request) -> web.Response:
         READ_SCRIPT.replace("__TAGS__", _json_value(tags))
         .replace("__SENT_COOKIES__", _json_value(sorted(request.cookies)))
         .replace("__BOUNCED__", _json_value(request.query.getall("bounced", [])))
+        .replace("__SENT_AUTH__", _json_value(auth_user(request)))
+        .replace("__SENT_HINTS__", _json_value(opt_in_hints(request)))
     )
     return _page("isolation: reading", '<h1>Reading state</h1>\n<pre id="report"></pre>', script)
 

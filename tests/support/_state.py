@@ -1,5 +1,5 @@
 """Per-application state of the test site: request counts, flaky-route attempts and fetches
-of the cacheable isolation script."""
+of the cacheable isolation script, late isolation answers."""
 
 from __future__ import annotations
 
@@ -21,11 +21,20 @@ CACHED_FETCHES = web.AppKey("cached_fetches", Counter[str])
 """Requests received for `/isolation/cached.js` per `tag` (see `_isolation`)."""
 
 
+LATE_ARRIVED = web.AppKey("late_arrived", Counter[str])
+"""Requests of `/isolation/late-cookie` received per `tag` (see `_isolation_net`)."""
+
+LATE_ENDED = web.AppKey("late_ended", Counter[str])
+"""Requests of `/isolation/late-cookie` ended (answered or cancelled) per `tag`."""
+
+
 def install(app: web.Application) -> None:
     """Give `app` fresh counters and the middleware that counts every request."""
     app[HITS] = Counter()
     app[FLAKY_ATTEMPTS] = Counter()
     app[CACHED_FETCHES] = Counter()
+    app[LATE_ARRIVED] = Counter()
+    app[LATE_ENDED] = Counter()
     app.middlewares.append(count_hits)
 
 
@@ -41,3 +50,5 @@ def reset(app: web.Application) -> None:
     app[HITS].clear()
     app[FLAKY_ATTEMPTS].clear()
     app[CACHED_FETCHES].clear()
+    app[LATE_ARRIVED].clear()
+    app[LATE_ENDED].clear()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import _hostile
 import _isolation
+import _isolation_net
 import _jsapps
 import _latejs
 import _navigating
@@ -55,6 +56,10 @@ class TestSite:
     hits: Counter[str]
     cached_fetches: Counter[str]
     """Fetches of `/isolation/cached.js` per `tag`."""
+    late_arrived: Counter[str]
+    """Requests of `/isolation/late-cookie` received per `tag`."""
+    late_ended: Counter[str]
+    """Requests of `/isolation/late-cookie` ended (answered or cancelled) per `tag`."""
 
     def url(self, path: str) -> str:
         """The absolute URL of `path` (which starts with `/`, and may carry a query)."""
@@ -72,6 +77,7 @@ def build_app() -> web.Application:
     app.add_routes(_jsapps.ROUTES)
     app.add_routes(_latejs.ROUTES)
     app.add_routes(_isolation.ROUTES)
+    app.add_routes(_isolation_net.ROUTES)
     return app
 
 
@@ -95,6 +101,8 @@ async def serve(host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[TestSit
             port=bound,
             hits=app[_state.HITS],
             cached_fetches=app[_state.CACHED_FETCHES],
+            late_arrived=app[_state.LATE_ARRIVED],
+            late_ended=app[_state.LATE_ENDED],
         )
     finally:
         await runner.cleanup()
