@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 from service.contracts import ErrorCode, FrontierRecord
 from service.crawling.extraction import FollowRules
 from service.frontier.log import read_job
-from service.frontier.plan import CrawlPlan, Expansion
+from service.frontier.plan import CrawlPlan, Expansion, SitemapPages
 from service.frontier.sitemap import sitemap_urls
 from service.logs import get_logger
 from service.worker.hosts import host_key
@@ -92,8 +92,8 @@ class DeepCrawlRun(RequestRun):
         self._outputs.discovered = self._plan.discovered
         self._counted = {page.url for page in self._plan.admitted}
         """Seeds `execute` put in the scheduler's backlog and not yet started."""
-        self._logged_sitemap: tuple[str, ...] | None = None
-        """The sitemap's URLs as an earlier run of the job logged them (`_replay`)."""
+        self._logged_sitemap: SitemapPages | None = None
+        """The sitemap's pages as an earlier run of the job logged them (`_replay`)."""
 
     @property
     def _spec(self) -> CrawlSpec:
@@ -135,7 +135,8 @@ class DeepCrawlRun(RequestRun):
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if sitemap is not None and sitemap.done():
-                    waiting += self._plan.add_sitemap(sitemap.result())
+                    pages = sitemap.result()
+                    waiting += self._plan.add_sitemap(pages.links, left_out=pages.left_out)
                     sitemap = None
                 waiting += await self._take_finished(running)
                 if stopped.done():
@@ -220,23 +221,38 @@ class DeepCrawlRun(RequestRun):
         done: dict[str, FrontierRecord] = {}
         for record in records:
             if record.kind == "sitemap":
-                self._logged_sitemap = record.links
+                self._logged_sitemap = SitemapPages(record.links, record.left_out)
             elif record.url is not None:
                 done[record.url] = record
         if records:
             log.info("crawl.resumed", pages=len(done), sitemap=self._logged_sitemap is not None)
         return done
 
-    async def _sitemap(self) -> tuple[str, ...]:
-        """The sitemap's URLs: as an earlier run read them, or read now and logged."""
+    async def _sitemap(self) -> SitemapPages:
+        """The sitemap's pages the budget can admit: as an earlier run logged them, or read
+        now, cut at the budget and logged (what was left out is counted and logged)."""
         if self._logged_sitemap is not None:
             return self._logged_sitemap
-        urls = tuple(await sitemap_urls(self._deps.sitemaps, self._request.urls))
-        await self._outputs.frontier(self._record("sitemap", None, Expansion(links=urls), None))
-        return urls
+        urls = await sitemap_urls(self._deps.sitemaps, self._request.urls)
+        pages = await asyncio.to_thread(self._plan.sitemap_pages, urls)
+        if pages.left_out:
+            log.info(
+                "sitemap.cut", listed=len(urls), kept=len(pages.links), left_out=pages.left_out
+            )
+        expansion = Expansion(links=pages.links)
+        await self._outputs.frontier(
+            self._record("sitemap", None, expansion, None, left_out=pages.left_out)
+        )
+        return pages
 
     def _record(
-        self, kind: str, url: str | None, expansion: Expansion, outcome: str | None
+        self,
+        kind: str,
+        url: str | None,
+        expansion: Expansion,
+        outcome: str | None,
+        *,
+        left_out: int = 0,
     ) -> FrontierRecord:
         return FrontierRecord.model_validate(
             {
@@ -247,6 +263,7 @@ class DeepCrawlRun(RequestRun):
                 "outcome": outcome,
                 "links": expansion.links,
                 "canonical": expansion.canonical,
+                "left_out": left_out,
             }
         )
 

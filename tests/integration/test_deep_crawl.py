@@ -276,3 +276,63 @@ async def test_submit_follow_shows_the_deep_crawl(topics, graph_site, start_work
     assert "discovered" in text
     assert f"completed: {ok} succeeded, {len(admitted) - ok} failed" in text, text
     assert "depth" in text
+
+
+async def test_a_sitemap_of_50000_urls_completes_within_the_budget(
+    topics, collector, site, start_worker
+):
+    """`sitemap: true` on a site whose sitemap lists 50,000 pages (the protocol's maximum;
+    before, the sitemap went to the log as one 1.6 MB record: `publish_failed`, `failed`):
+    the budgeted pages are all ok, the crawl ends `completed` with the budget as the reason
+    and every listed page counted as discovered."""
+    await start_worker("sitemap")
+    seeds = [site.url("/page/0")]
+    crawl = {"max_depth": 0, "max_pages": 12, "sitemap": True}
+    await produce(topics, [_request("big-sitemap", seeds, **crawl)])
+    await collector.wait_until(lambda seen: _ended(seen, ["big-sitemap"]), deadline_s=DEADLINE_S)
+
+    terminal, results = _final(collector, "big-sitemap")
+    assert terminal.type == EventType.COMPLETED, terminal
+    assert {r.url for r in results} == {site.url(f"/page/{n}") for n in range(12)}
+    assert all(r.ok for r in results), [r.error for r in results if not r.ok]
+    assert (terminal.total, terminal.succeeded) == (12, 12)
+    assert terminal.discovered == 50_000
+    assert terminal.detail is not None
+    assert terminal.detail.startswith("budget spent")
+
+
+async def test_a_split_sitemap_record_is_replayed_by_the_next_owner(
+    topics, collector, site, start_worker
+):
+    """The owner logs a sitemap record too large for one message (as chunks), then is
+    killed; the next owner replays it whole (`crawl.resumed` with the sitemap) and the job
+    keeps its exact budget: cancelled at once, it has exactly `max_pages` results, each
+    once, the seed and the sitemap's first pages."""
+    # A 2,000-page budget of the test site's short URLs is a 66 kB sitemap record; a
+    # message limit of 50 kB makes it two chunks (a site with 1 kB URLs does that at the
+    # default 1 MB).
+    env = {"CRAWL_MAX_MESSAGE_BYTES": "50000"}
+    workers = {name: await start_worker(name, CRAWL_WORKER_NAME=name, **env) for name in "ab"}
+    seeds = [site.url("/page/0")]
+    crawl = {"max_depth": 0, "max_pages": 2_000, "sitemap": True}
+    await produce(topics, [_request("split-sitemap", seeds, **crawl)])
+
+    def sitemap_pages_done(seen) -> bool:
+        return sum(r.url != seeds[0] for r in seen.results_of("split-sitemap")) >= 2
+
+    await collector.wait_until(sitemap_pages_done, deadline_s=DEADLINE_S)
+    owner = collector.seen.results_of("split-sitemap")[0].worker
+    await workers[owner].kill()
+    survivor = next(w for name, w in workers.items() if name != owner)
+    resumed = await survivor.wait_for_log("crawl.resumed", deadline_s=DEADLINE_S)
+    assert resumed["sitemap"] is True
+    async with CrawlClient(topics.settings()) as client:
+        await client.cancel("split-sitemap", "enough")
+    await collector.wait_until(lambda seen: _ended(seen, ["split-sitemap"]), deadline_s=DEADLINE_S)
+
+    terminal, results = _final(collector, "split-sitemap")
+    assert terminal.type == EventType.CANCELLED
+    assert terminal.worker != owner
+    assert terminal.total == 2_000
+    assert terminal.succeeded + terminal.failed + terminal.cancelled == 2_000
+    assert {r.url for r in results} == {site.url(f"/page/{n}") for n in range(2_000)}
