@@ -39,6 +39,12 @@ OUTCOMES: Final = {True: "succeeded", False: "failed"}
 LINKS_ON_LOOP: Final = 50
 """Links of a page filtered on the event loop; more go to a thread."""
 
+WINDOW_PER_SLOT: Final = 2
+"""Pages of one deep crawl started and unfinished at once, per page slot of the worker
+(`CRAWL_MAX_PAGE_SLOTS`): enough to keep every slot busy with a page waiting behind it;
+the crawl's other admitted pages stay in its plan (rebuilt from the frontier log), not in
+the scheduler, until the window has room."""
+
 _Running: TypeAlias = "dict[asyncio.Task[tuple[PageResult, PageContent]], str]"
 """Pages rendering now -> their URLs."""
 
@@ -90,8 +96,10 @@ class DeepCrawlRun(RequestRun):
         self._pacer = HostPacer(spec.delay_ms / 1000)
         self._outputs.total = len(self._plan.admitted)
         self._outputs.discovered = self._plan.discovered
-        self._counted = {page.url for page in self._plan.admitted}
-        """Seeds `execute` put in the scheduler's backlog and not yet started."""
+        self._window = WINDOW_PER_SLOT * deps.settings.max_page_slots
+        """Pages of this crawl started and unfinished at most (`WINDOW_PER_SLOT`)."""
+        self._counted = {page.url for page in self._plan.admitted[: self._window]}
+        """Seeds `execute` put in the scheduler's count and not yet started."""
         self._logged_sitemap: SitemapPages | None = None
         """The sitemap's pages as an earlier run of the job logged them (`_replay`)."""
 
@@ -104,6 +112,10 @@ class DeepCrawlRun(RequestRun):
 
     def _urls(self) -> list[str]:
         return [page.url for page in self._plan.admitted]
+
+    def _counted_at_start(self) -> int:
+        """The seeds the window starts with: the others wait in the plan."""
+        return len(self._counted)
 
     def _placement(self, url: str) -> tuple[int, str | None]:
         page = self._plan.admitted[self._plan.index_of(url)]
@@ -126,7 +138,7 @@ class DeepCrawlRun(RequestRun):
             sitemap = group.create_task(self._sitemap()) if self._spec.sitemap else None
             stopped = group.create_task(self._stopped.wait())
             while waiting or running or sitemap is not None:
-                while waiting:
+                while waiting and len(running) < self._window:
                     waiting += self._start(waiting.pop(0), replay, running, group)
                 if not running and sitemap is None:
                     break
@@ -207,7 +219,10 @@ class DeepCrawlRun(RequestRun):
         await super()._publish(result)
 
     async def _attempt(self, url: str, deadline: PageDeadline) -> PageContent:
-        await self._pacer.turn(host_key(url))
+        """One try, once the host's politeness delay has passed (waiting for it is not in
+        the backlog that pauses intake)."""
+        with self._deps.scheduler.pacing():
+            await self._pacer.turn(host_key(url))
         return await super()._attempt(url, deadline)
 
     async def _replay(self) -> dict[str, FrontierRecord]:

@@ -19,6 +19,7 @@ import pytest
 from graphsite import serve_graph
 from harness import produce, read_topic
 from reference_crawl import reference_crawl
+from testsite import serve
 
 from service.client import CrawlClient
 from service.contracts import CrawlRequest, CrawlSpec, ErrorCode, EventType, dump
@@ -336,3 +337,48 @@ async def test_a_split_sitemap_record_is_replayed_by_the_next_owner(
     assert terminal.total == 2_000
     assert terminal.succeeded + terminal.failed + terminal.cancelled == 2_000
     assert {r.url for r in results} == {site.url(f"/page/{n}") for n in range(2_000)}
+
+
+PACED_DEADLINE_S = 120.0
+"""Wait for the 1-URL requests beside a paced deep crawl (each takes well under a second
+alone; before, none finished while the crawl ran: it would have run for half an hour)."""
+
+
+async def test_a_paced_deep_crawl_does_not_keep_other_requests_waiting(
+    topics, collector, graph_site, start_worker
+):
+    """A deep crawl with `delay_ms: 1000` and `max_pages: 2000` runs; 1-URL requests to
+    another host (127.0.0.2), produced once the crawl has admitted 60 pages, all complete
+    while it is still running (before, its pages waiting for the delay filled the backlog
+    and paused intake for every partition until the crawl ended)."""
+    async with serve("127.0.0.2") as other:
+        hosts = f"127.0.0.1:{graph_site.port},127.0.0.2:{other.port}"
+        await start_worker("paced", CRAWL_ALLOWED_HOSTS=hosts)
+        crawl = {"max_depth": 10, "max_pages": 2_000, "delay_ms": 1_000}
+        await produce(topics, [_request("paced", [graph_site.url("/")], **crawl)])
+        await collector.wait_until(
+            lambda seen: any(e.total >= 60 for e in seen.events_of("paced")),
+            deadline_s=DEADLINE_S,
+        )
+        singles = [f"single-{n}" for n in range(8)]  # spread over the 4 partitions
+        await produce(
+            topics,
+            [
+                (rid.encode(), dump(CrawlRequest(request_id=rid, urls=[other.url(f"/page/{n}")])))
+                for n, rid in enumerate(singles)
+            ],
+        )
+        await collector.wait_until(
+            lambda seen: all(seen.terminal(rid) for rid in singles), deadline_s=PACED_DEADLINE_S
+        )
+        assert not collector.seen.terminal("paced")  # still crawling
+        for rid in singles:
+            [terminal] = collector.seen.terminal(rid)
+            assert terminal.type == EventType.COMPLETED
+            assert terminal.succeeded == 1
+        async with CrawlClient(topics.settings()) as client:
+            await client.cancel("paced", "enough")
+        await collector.wait_until(lambda seen: _ended(seen, ["paced"]), deadline_s=DEADLINE_S)
+    [terminal] = collector.seen.terminal("paced")
+    assert terminal.type == EventType.CANCELLED
+    assert terminal.total < 2_000

@@ -94,3 +94,30 @@ async def test_a_pause_at_the_start_up_limit_ends_once_the_big_request_renders_b
     assert worker.scheduler.backlog > CAPACITY
     assert not worker.gate.should_pause()
     await worker.close()
+
+
+async def test_pages_waiting_for_their_host_delay_do_not_pause_intake_but_waiting_pages_do():
+    """A deep crawl's 2,000 pages waiting for their host's politeness delay (`delay_ms`) are
+    pending but no backlog: intake stays open (before, 1,999 of them paused it for every
+    other request). Pages waiting for a slot still fill the backlog and pause intake."""
+    governor = Governor(8, floor=8, safety_margin_bytes=100 * MIB)
+    worker = _Worker(governor)
+    scheduler = worker.scheduler
+
+    async def paced() -> None:
+        with scheduler.pacing():
+            await worker.hang.wait()
+
+    scheduler.accept(2_000)
+    worker.tasks += [asyncio.create_task(paced()) for _ in range(2_000)]
+    await asyncio.sleep(0)
+    assert (scheduler.paced, scheduler.pending, scheduler.backlog) == (2_000, 2_000, 0)
+    assert not worker.gate.should_pause()
+
+    for n in range(8 + CAPACITY):  # 8 render, 40 wait for a slot
+        await worker.take(f"small-{n}", 1, priority=1 + n)
+    assert (scheduler.in_flight, scheduler.backlog) == (8, CAPACITY)
+    assert worker.gate.should_pause()
+    assert governor.pause_reason is PauseReason.BACKLOG
+    await worker.close()
+    assert scheduler.paced == 0
