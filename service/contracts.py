@@ -436,7 +436,8 @@ CONTROL_KINDS: Final = frozenset({"cancel"})
 class FrontierRecord(BaseModel):
     """A deep crawl's durable progress, written by the job's owner to the frontier topic,
     keyed by request_id: the sitemap it read, and each finished page's candidate links. The
-    next owner of the job replays them (see the README, "Deep crawl")."""
+    next owner of the job replays them (see the README, "Deep crawl"). A record larger than
+    one message travels as ordered chunks, as large results do."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -452,7 +453,10 @@ class FrontierRecord(BaseModel):
     """The page's result, on `page` records; written only after the result was acknowledged."""
     links: tuple[str, ...] = ()
     """`page`: the page's candidate links (normalised, in scope, document order);
-    `sitemap`: the sitemap's URLs as read."""
+    `sitemap`: the sitemap's pages the budget can admit (normalised, in scope, new, in
+    order; at most `max_pages` less the seeds)."""
+    left_out: int = Field(default=0, ge=0)
+    """`sitemap`: unique in-scope URLs the sitemap listed beyond the budget (not logged)."""
     canonical: str | None = None
     """The page's canonical URL (normalised), when the crawl merges canonicals."""
 

@@ -88,6 +88,7 @@ class MemoryGate:
                 in_flight=in_flight,
                 backlog=backlog,
                 queued=scheduler.backlog if scheduler else 0,
+                paced=scheduler.paced if scheduler else 0,
                 **self._figures(),
             )
         return paused

@@ -4,7 +4,10 @@ through its run's outbox, so they wait for partition ownership and are re-sent l
 Every record of a job is keyed by its request_id, so they all sit on one partition, after the
 request record was produced: the reader seeks that partition to the request record's
 timestamp (less `CLOCK_SKEW_MS`, the producers' clocks may differ) and reads to its end as of
-the start of the read.
+the start of the read. A record written as chunks (larger than one message) is joined
+before it is read; the chunks of a record whose writer died before its last chunk are
+dropped, as if the record had never been written (the page is rendered again, the sitemap
+read again).
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from service.backoff import backoff_s
 from service.contracts import FrontierRecord
 from service.errors import BrokerUnavailableError
 from service.logs import get_logger
+from service.messaging.chunks import Reassembler
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 from service.messaging.topics import partition_for
 
 if TYPE_CHECKING:
     from service.contracts import RecordSource
+    from service.messaging.chunks import Headers
     from service.settings import Settings
 
 log = get_logger(__name__)
@@ -68,6 +73,7 @@ async def _read(
     tp = TopicPartition(topic, partition_for(request_id, len(partitions)))
     consumer = AIOKafkaConsumer(**client_options(settings), group_id=None, enable_auto_commit=False)
     records: list[FrontierRecord] = []
+    chunks = Reassembler()
     key = request_id.encode()
     async with asyncio.timeout(settings.kafka_timeout.total_seconds()):
         await consumer.start()
@@ -82,12 +88,30 @@ async def _read(
                 batch = await consumer.getmany(tp, timeout_ms=FETCH_TIMEOUT_MS)
                 for record in batch.get(tp, []):
                     if record.offset < end and record.key == key:
-                        _keep(records, record.value, source)
+                        value = _joined(chunks, record.value, list(record.headers))
+                        _keep(records, value, source)
                 position = await consumer.position(tp)
         finally:
             await consumer.stop()
-    log.info("frontier.replayed", records=len(records), partition=tp.partition)
+    log.info(
+        "frontier.replayed",
+        records=len(records),
+        partition=tp.partition,
+        incomplete=chunks.pending,
+    )
     return records
+
+
+def _joined(chunks: Reassembler, value: bytes | None, headers: Headers) -> bytes | None:
+    """The whole record once its last chunk is read (a record that is not chunked as it
+    is); None while chunks are missing, or for chunks that do not add up."""
+    if value is None:
+        return None
+    try:
+        return chunks.add(value, headers)
+    except ValueError as exc:  # ChunkError, or headers that are not ours: not a record
+        log.warning("frontier.unreadable", error=str(exc)[:200])
+        return None
 
 
 def _keep(records: list[FrontierRecord], value: bytes | None, source: RecordSource) -> None:

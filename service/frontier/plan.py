@@ -46,6 +46,16 @@ class Admitted:
 
 
 @dataclass(frozen=True, slots=True)
+class SitemapPages:
+    """What a crawl keeps of its sitemap: the pages the budget can admit (normalised, in
+    scope, new, in order) and how many more unique in-scope URLs it listed (`left_out`:
+    never logged, never admitted, counted as discovered)."""
+
+    links: tuple[str, ...] = ()
+    left_out: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Expansion:
     """What a finished page contributes to the fold: its candidate links (normalised, in
     scope, in document order; empty for failed pages and pages at the depth limit), and its
@@ -125,9 +135,33 @@ class CrawlPlan:
             return None
         return normalise(canonical, ignore_query=self._spec.ignore_query)
 
-    def add_sitemap(self, urls: Iterable[str]) -> list[Admitted]:
+    def sitemap_pages(self, urls: Iterable[str]) -> SitemapPages:
+        """The sitemap's URLs as `add_sitemap` would admit them, cut at the budget: the
+        fold waits for the sitemap, so the pages admitted before it are the seeds, and no
+        more than `max_pages` less those can ever be admitted from it. What a site lists
+        beyond that is only counted, so the sitemap's frontier record stays small."""
+        room = max(self._spec.max_pages - len(self.admitted), 0)
+        kept: list[str] = []
+        listed = SeenSet()
+        left_out = 0
+        for link in urls:
+            url = normalise(link, ignore_query=self._spec.ignore_query)
+            if url is None or not self._scope.admits(url):
+                continue
+            fp = fingerprint(url)
+            if fp in self._seen or not listed.add(fp):
+                continue
+            if len(kept) < room:
+                kept.append(url)
+            else:
+                left_out += 1
+        return SitemapPages(tuple(kept), left_out)
+
+    def add_sitemap(self, urls: Iterable[str], *, left_out: int = 0) -> list[Admitted]:
         """Admit the sitemap's pages (depth 0, after the seeds); the fold waits for this
-        when the crawl asked for the sitemap. Returns the pages newly admitted."""
+        when the crawl asked for the sitemap. `left_out`: unique in-scope URLs it listed
+        beyond the budget (`sitemap_pages`), counted as discovered. Returns the pages newly
+        admitted."""
         if not self._awaiting_sitemap:
             return []
         self._awaiting_sitemap = False
@@ -136,6 +170,7 @@ class CrawlPlan:
             url = normalise(link, ignore_query=self._spec.ignore_query)
             if url is not None and self._scope.admits(url):
                 self._discover(url, 0, None)
+        self.discovered += left_out
         return self.admitted[start:] + self._fold()
 
     def expanded(self, url: str, expansion: Expansion) -> list[Admitted]:

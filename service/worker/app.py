@@ -97,9 +97,7 @@ class Worker:
             gate = await self._memory_gate(stack)
             scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))
             gate.attach(scheduler, pool)
-            self._metrics.pages_pending.set_function(
-                lambda: scheduler.backlog + scheduler.in_flight
-            )
+            self._metrics.pages_pending.set_function(lambda: scheduler.pending)
             self._metrics.browser_pages.set_function(lambda: pool.open_pages)
             self._deps = WorkerDeps(
                 settings=settings,

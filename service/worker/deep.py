@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 from service.contracts import ErrorCode, FrontierRecord
 from service.crawling.extraction import FollowRules
 from service.frontier.log import read_job
-from service.frontier.plan import CrawlPlan, Expansion
+from service.frontier.plan import CrawlPlan, Expansion, SitemapPages
 from service.frontier.sitemap import sitemap_urls
 from service.logs import get_logger
 from service.worker.hosts import host_key
@@ -38,6 +38,12 @@ OUTCOMES: Final = {True: "succeeded", False: "failed"}
 
 LINKS_ON_LOOP: Final = 50
 """Links of a page filtered on the event loop; more go to a thread."""
+
+WINDOW_PER_SLOT: Final = 2
+"""Pages of one deep crawl started and unfinished at once, per page slot of the worker
+(`CRAWL_MAX_PAGE_SLOTS`): enough to keep every slot busy with a page waiting behind it;
+the crawl's other admitted pages stay in its plan (rebuilt from the frontier log), not in
+the scheduler, until the window has room."""
 
 _Running: TypeAlias = "dict[asyncio.Task[tuple[PageResult, PageContent]], str]"
 """Pages rendering now -> their URLs."""
@@ -90,10 +96,12 @@ class DeepCrawlRun(RequestRun):
         self._pacer = HostPacer(spec.delay_ms / 1000)
         self._outputs.total = len(self._plan.admitted)
         self._outputs.discovered = self._plan.discovered
-        self._counted = {page.url for page in self._plan.admitted}
-        """Seeds `execute` put in the scheduler's backlog and not yet started."""
-        self._logged_sitemap: tuple[str, ...] | None = None
-        """The sitemap's URLs as an earlier run of the job logged them (`_replay`)."""
+        self._window = WINDOW_PER_SLOT * deps.settings.max_page_slots
+        """Pages of this crawl started and unfinished at most (`WINDOW_PER_SLOT`)."""
+        self._counted = {page.url for page in self._plan.admitted[: self._window]}
+        """Seeds `execute` put in the scheduler's count and not yet started."""
+        self._logged_sitemap: SitemapPages | None = None
+        """The sitemap's pages as an earlier run of the job logged them (`_replay`)."""
 
     @property
     def _spec(self) -> CrawlSpec:
@@ -104,6 +112,10 @@ class DeepCrawlRun(RequestRun):
 
     def _urls(self) -> list[str]:
         return [page.url for page in self._plan.admitted]
+
+    def _counted_at_start(self) -> int:
+        """The seeds the window starts with: the others wait in the plan."""
+        return len(self._counted)
 
     def _placement(self, url: str) -> tuple[int, str | None]:
         page = self._plan.admitted[self._plan.index_of(url)]
@@ -126,7 +138,7 @@ class DeepCrawlRun(RequestRun):
             sitemap = group.create_task(self._sitemap()) if self._spec.sitemap else None
             stopped = group.create_task(self._stopped.wait())
             while waiting or running or sitemap is not None:
-                while waiting:
+                while waiting and len(running) < self._window:
                     waiting += self._start(waiting.pop(0), replay, running, group)
                 if not running and sitemap is None:
                     break
@@ -135,7 +147,8 @@ class DeepCrawlRun(RequestRun):
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if sitemap is not None and sitemap.done():
-                    waiting += self._plan.add_sitemap(sitemap.result())
+                    pages = sitemap.result()
+                    waiting += self._plan.add_sitemap(pages.links, left_out=pages.left_out)
                     sitemap = None
                 waiting += await self._take_finished(running)
                 if stopped.done():
@@ -206,7 +219,10 @@ class DeepCrawlRun(RequestRun):
         await super()._publish(result)
 
     async def _attempt(self, url: str, deadline: PageDeadline) -> PageContent:
-        await self._pacer.turn(host_key(url))
+        """One try, once the host's politeness delay has passed (waiting for it is not in
+        the backlog that pauses intake)."""
+        with self._deps.scheduler.pacing():
+            await self._pacer.turn(host_key(url))
         return await super()._attempt(url, deadline)
 
     async def _replay(self) -> dict[str, FrontierRecord]:
@@ -220,23 +236,38 @@ class DeepCrawlRun(RequestRun):
         done: dict[str, FrontierRecord] = {}
         for record in records:
             if record.kind == "sitemap":
-                self._logged_sitemap = record.links
+                self._logged_sitemap = SitemapPages(record.links, record.left_out)
             elif record.url is not None:
                 done[record.url] = record
         if records:
             log.info("crawl.resumed", pages=len(done), sitemap=self._logged_sitemap is not None)
         return done
 
-    async def _sitemap(self) -> tuple[str, ...]:
-        """The sitemap's URLs: as an earlier run read them, or read now and logged."""
+    async def _sitemap(self) -> SitemapPages:
+        """The sitemap's pages the budget can admit: as an earlier run logged them, or read
+        now, cut at the budget and logged (what was left out is counted and logged)."""
         if self._logged_sitemap is not None:
             return self._logged_sitemap
-        urls = tuple(await sitemap_urls(self._deps.sitemaps, self._request.urls))
-        await self._outputs.frontier(self._record("sitemap", None, Expansion(links=urls), None))
-        return urls
+        urls = await sitemap_urls(self._deps.sitemaps, self._request.urls)
+        pages = await asyncio.to_thread(self._plan.sitemap_pages, urls)
+        if pages.left_out:
+            log.info(
+                "sitemap.cut", listed=len(urls), kept=len(pages.links), left_out=pages.left_out
+            )
+        expansion = Expansion(links=pages.links)
+        await self._outputs.frontier(
+            self._record("sitemap", None, expansion, None, left_out=pages.left_out)
+        )
+        return pages
 
     def _record(
-        self, kind: str, url: str | None, expansion: Expansion, outcome: str | None
+        self,
+        kind: str,
+        url: str | None,
+        expansion: Expansion,
+        outcome: str | None,
+        *,
+        left_out: int = 0,
     ) -> FrontierRecord:
         return FrontierRecord.model_validate(
             {
@@ -247,6 +278,7 @@ class DeepCrawlRun(RequestRun):
                 "outcome": outcome,
                 "links": expansion.links,
                 "canonical": expansion.canonical,
+                "left_out": left_out,
             }
         )
 

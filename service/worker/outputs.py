@@ -56,6 +56,8 @@ class RunOutputs:
         """Results with error code `cancelled` (counted apart from `failed`)."""
         self.discovered: int | None = None
         """A deep crawl's unique in-scope URLs so far (None for a list crawl)."""
+        self._frontier_records = 0
+        """Frontier records written by this run (numbers their chunk ids)."""
 
     async def event(
         self,
@@ -117,9 +119,15 @@ class RunOutputs:
             self.failed += 1
 
     async def frontier(self, record: FrontierRecord) -> None:
-        """Write a deep crawl's record to the frontier topic (after what was put before)."""
+        """Write a deep crawl's record to the frontier topic (after what was put before); a
+        record larger than one message goes as ordered chunks, which the replay joins."""
+        self._frontier_records += 1
         await self._outbox.put(
-            self._settings.frontier_topic, self.request_id, dump(record), JSON_HEADERS
+            self._settings.frontier_topic,
+            self.request_id,
+            dump(record),
+            JSON_HEADERS,
+            chunk_id=f"frontier:{self.run_id}:{self._frontier_records}",
         )
 
     async def acknowledged(self) -> None:

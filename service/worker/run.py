@@ -86,6 +86,10 @@ class RequestRun:
         """The URLs that get a result: the request's own."""
         return self._request.urls
 
+    def _counted_at_start(self) -> int:
+        """Pages put in the scheduler's count when the run starts: all of a list crawl's."""
+        return len(self._urls())
+
     def _placement(self, url: str) -> tuple[int, str | None]:  # noqa: ARG002 (deep crawls use it)
         """The page's `depth` and `parent_url`: a list crawl's pages are all seeds."""
         return 0, None
@@ -131,7 +135,7 @@ class RequestRun:
             await self._finish(EventType.EXPIRED, f"expired at {expires_at.isoformat()}")
             return
         scheduler = self._deps.scheduler
-        self._pending = len(self._urls())
+        self._pending = self._counted_at_start()
         scheduler.accept(self._pending)  # before any await: the next poll sees these pages
         deadline: asyncio.TimerHandle | None = None
         try:

@@ -7,18 +7,23 @@ stays idle while a page could use it), never more than the host's limit per host
 requests run at a time and each finishes soon, yet a request taken later starts before an
 older request's pages beyond its share. A page handed back (shed) is run again later, so
 every page still gets exactly one result.
+
+A page waiting for its host's politeness delay (`pacing`) is taken but is no work a slot
+could start: it is not in the backlog that pauses intake, so a paced crawl never keeps the
+worker from taking other requests (it still counts as pending).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from service.worker._slots import PageTicket, SlotLimits, SlotQueue
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterator
 
     from service.worker._slots import Waiting
 
@@ -57,6 +62,7 @@ class PageScheduler:
         self._queue: SlotQueue[asyncio.Future[None]] = SlotQueue(limits)
         self._running: list[_Running] = []
         self._accepted = 0
+        self._pacing = 0
 
     def accept(self, pages: int) -> None:
         """`pages` more pages were taken from Kafka (they count as backlog until finished)."""
@@ -65,10 +71,31 @@ class PageScheduler:
     def finished(self, pages: int = 1) -> None:
         self._accepted -= pages
 
+    @contextlib.contextmanager
+    def pacing(self) -> Iterator[None]:
+        """A taken page waits in this block for its host's politeness delay, outside the
+        backlog: it is no work a free slot could start."""
+        self._pacing += 1
+        try:
+            yield
+        finally:
+            self._pacing -= 1
+
+    @property
+    def pending(self) -> int:
+        """Pages taken from Kafka and not finished: rendering, waiting, or pacing."""
+        return max(self._accepted, self.in_flight)
+
+    @property
+    def paced(self) -> int:
+        """Taken pages waiting for their host's politeness delay now."""
+        return self._pacing
+
     @property
     def backlog(self) -> int:
-        """Pages taken from Kafka and not yet rendering (waiting for a slot or for their turn)."""
-        return max(self._accepted - self.in_flight, 0)
+        """Pages taken from Kafka and not yet rendering (waiting for a slot or for their turn),
+        except those waiting for their host's politeness delay."""
+        return max(self._accepted - self.in_flight - self._pacing, 0)
 
     @property
     def intake_backlog(self) -> int:

@@ -19,6 +19,7 @@ import pytest
 from graphsite import serve_graph
 from harness import produce, read_topic
 from reference_crawl import reference_crawl
+from testsite import serve
 
 from service.client import CrawlClient
 from service.contracts import CrawlRequest, CrawlSpec, ErrorCode, EventType, dump
@@ -276,3 +277,108 @@ async def test_submit_follow_shows_the_deep_crawl(topics, graph_site, start_work
     assert "discovered" in text
     assert f"completed: {ok} succeeded, {len(admitted) - ok} failed" in text, text
     assert "depth" in text
+
+
+async def test_a_sitemap_of_50000_urls_completes_within_the_budget(
+    topics, collector, site, start_worker
+):
+    """`sitemap: true` on a site whose sitemap lists 50,000 pages (the protocol's maximum;
+    before, the sitemap went to the log as one 1.6 MB record: `publish_failed`, `failed`):
+    the budgeted pages are all ok, the crawl ends `completed` with the budget as the reason
+    and every listed page counted as discovered."""
+    await start_worker("sitemap")
+    seeds = [site.url("/page/0")]
+    crawl = {"max_depth": 0, "max_pages": 12, "sitemap": True}
+    await produce(topics, [_request("big-sitemap", seeds, **crawl)])
+    await collector.wait_until(lambda seen: _ended(seen, ["big-sitemap"]), deadline_s=DEADLINE_S)
+
+    terminal, results = _final(collector, "big-sitemap")
+    assert terminal.type == EventType.COMPLETED, terminal
+    assert {r.url for r in results} == {site.url(f"/page/{n}") for n in range(12)}
+    assert all(r.ok for r in results), [r.error for r in results if not r.ok]
+    assert (terminal.total, terminal.succeeded) == (12, 12)
+    assert terminal.discovered == 50_000
+    assert terminal.detail is not None
+    assert terminal.detail.startswith("budget spent")
+
+
+async def test_a_split_sitemap_record_is_replayed_by_the_next_owner(
+    topics, collector, site, start_worker
+):
+    """The owner logs a sitemap record too large for one message (as chunks), then is
+    killed; the next owner replays it whole (`crawl.resumed` with the sitemap) and the job
+    keeps its exact budget: cancelled at once, it has exactly `max_pages` results, each
+    once, the seed and the sitemap's first pages."""
+    # A 2,000-page budget of the test site's short URLs is a 66 kB sitemap record; a
+    # message limit of 50 kB makes it two chunks (a site with 1 kB URLs does that at the
+    # default 1 MB).
+    env = {"CRAWL_MAX_MESSAGE_BYTES": "50000"}
+    workers = {name: await start_worker(name, CRAWL_WORKER_NAME=name, **env) for name in "ab"}
+    seeds = [site.url("/page/0")]
+    crawl = {"max_depth": 0, "max_pages": 2_000, "sitemap": True}
+    await produce(topics, [_request("split-sitemap", seeds, **crawl)])
+
+    def sitemap_pages_done(seen) -> bool:
+        return sum(r.url != seeds[0] for r in seen.results_of("split-sitemap")) >= 2
+
+    await collector.wait_until(sitemap_pages_done, deadline_s=DEADLINE_S)
+    owner = collector.seen.results_of("split-sitemap")[0].worker
+    await workers[owner].kill()
+    survivor = next(w for name, w in workers.items() if name != owner)
+    resumed = await survivor.wait_for_log("crawl.resumed", deadline_s=DEADLINE_S)
+    assert resumed["sitemap"] is True
+    async with CrawlClient(topics.settings()) as client:
+        await client.cancel("split-sitemap", "enough")
+    await collector.wait_until(lambda seen: _ended(seen, ["split-sitemap"]), deadline_s=DEADLINE_S)
+
+    terminal, results = _final(collector, "split-sitemap")
+    assert terminal.type == EventType.CANCELLED
+    assert terminal.worker != owner
+    assert terminal.total == 2_000
+    assert terminal.succeeded + terminal.failed + terminal.cancelled == 2_000
+    assert {r.url for r in results} == {site.url(f"/page/{n}") for n in range(2_000)}
+
+
+PACED_DEADLINE_S = 120.0
+"""Wait for the 1-URL requests beside a paced deep crawl (each takes well under a second
+alone; before, none finished while the crawl ran: it would have run for half an hour)."""
+
+
+async def test_a_paced_deep_crawl_does_not_keep_other_requests_waiting(
+    topics, collector, graph_site, start_worker
+):
+    """A deep crawl with `delay_ms: 1000` and `max_pages: 2000` runs; 1-URL requests to
+    another host (127.0.0.2), produced once the crawl has admitted 60 pages, all complete
+    while it is still running (before, its pages waiting for the delay filled the backlog
+    and paused intake for every partition until the crawl ended)."""
+    async with serve("127.0.0.2") as other:
+        hosts = f"127.0.0.1:{graph_site.port},127.0.0.2:{other.port}"
+        await start_worker("paced", CRAWL_ALLOWED_HOSTS=hosts)
+        crawl = {"max_depth": 10, "max_pages": 2_000, "delay_ms": 1_000}
+        await produce(topics, [_request("paced", [graph_site.url("/")], **crawl)])
+        await collector.wait_until(
+            lambda seen: any(e.total >= 60 for e in seen.events_of("paced")),
+            deadline_s=DEADLINE_S,
+        )
+        singles = [f"single-{n}" for n in range(8)]  # spread over the 4 partitions
+        await produce(
+            topics,
+            [
+                (rid.encode(), dump(CrawlRequest(request_id=rid, urls=[other.url(f"/page/{n}")])))
+                for n, rid in enumerate(singles)
+            ],
+        )
+        await collector.wait_until(
+            lambda seen: all(seen.terminal(rid) for rid in singles), deadline_s=PACED_DEADLINE_S
+        )
+        assert not collector.seen.terminal("paced")  # still crawling
+        for rid in singles:
+            [terminal] = collector.seen.terminal(rid)
+            assert terminal.type == EventType.COMPLETED
+            assert terminal.succeeded == 1
+        async with CrawlClient(topics.settings()) as client:
+            await client.cancel("paced", "enough")
+        await collector.wait_until(lambda seen: _ended(seen, ["paced"]), deadline_s=DEADLINE_S)
+    [terminal] = collector.seen.terminal("paced")
+    assert terminal.type == EventType.CANCELLED
+    assert terminal.total < 2_000

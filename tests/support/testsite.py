@@ -17,6 +17,7 @@ import _jsapps
 import _latejs
 import _navigating
 import _routes
+import _sitemaps
 import _state
 import _webrtc
 from _hitcounter import HitCounter, hit_counter
@@ -78,6 +79,7 @@ def build_app() -> web.Application:
     app.add_routes(_latejs.ROUTES)
     app.add_routes(_isolation.ROUTES)
     app.add_routes(_isolation_net.ROUTES)
+    app.add_routes(_sitemaps.ROUTES)
     return app
 
 

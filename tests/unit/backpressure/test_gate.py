@@ -118,3 +118,30 @@ def test_a_change_of_the_binding_cgroup_level_is_logged_and_exported():
         by: registry.get_sample_value("crawl_memory_bound", {"by": by}) for by in ("own", "parent")
     }
     assert bound == {"own": 0.0, "parent": 1.0}
+
+
+async def test_pages_waiting_for_their_host_delay_do_not_pause_intake_but_waiting_pages_do():
+    """A deep crawl's 2,000 pages waiting for their host's politeness delay (`delay_ms`) are
+    pending but no backlog: intake stays open (before, 1,999 of them paused it for every
+    other request). Pages waiting for a slot still fill the backlog and pause intake."""
+    governor = Governor(8, floor=8, safety_margin_bytes=100 * MIB)
+    worker = _Worker(governor)
+    scheduler = worker.scheduler
+
+    async def paced() -> None:
+        with scheduler.pacing():
+            await worker.hang.wait()
+
+    scheduler.accept(2_000)
+    worker.tasks += [asyncio.create_task(paced()) for _ in range(2_000)]
+    await asyncio.sleep(0)
+    assert (scheduler.paced, scheduler.pending, scheduler.backlog) == (2_000, 2_000, 0)
+    assert not worker.gate.should_pause()
+
+    for n in range(8 + CAPACITY):  # 8 render, 40 wait for a slot
+        await worker.take(f"small-{n}", 1, priority=1 + n)
+    assert (scheduler.in_flight, scheduler.backlog) == (8, CAPACITY)
+    assert worker.gate.should_pause()
+    assert governor.pause_reason is PauseReason.BACKLOG
+    await worker.close()
+    assert scheduler.paced == 0

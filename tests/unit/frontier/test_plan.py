@@ -141,3 +141,43 @@ def test_a_page_with_endless_links_keeps_a_bounded_record() -> None:
     kept = plan.candidates(SITE + "/", links)
     assert 0 < len(kept) <= MAX_CANDIDATES
     assert sum(len(url) for url in kept) <= MAX_CANDIDATE_CHARS
+
+
+def test_a_sitemap_is_cut_at_what_the_budget_can_admit() -> None:
+    """50,000 sitemap URLs (duplicates, off-site and the seed among them) for a budget of 10:
+    only the 9 pages the budget can still admit are kept for the log; the other unique
+    in-scope URLs are counted as left out (and as discovered), never logged."""
+    plan = CrawlPlan(CrawlSpec(max_pages=10, max_depth=1, sitemap=True), [SITE + "/"])
+    listed = [SITE + "/", "http://other.test/x", SITE + "/p/0"]
+    listed += [f"{SITE}/p/{n}" for n in range(50_000)]
+    pages = plan.sitemap_pages(listed)
+    assert pages.links == tuple(f"{SITE}/p/{n}" for n in range(9))
+    assert pages.left_out == 50_000 - 9
+    admitted = plan.add_sitemap(pages.links, left_out=pages.left_out)
+    assert [page.url for page in admitted] == list(pages.links)
+    assert plan.full
+    assert plan.discovered == 50_001  # the seed and every unique in-scope sitemap URL
+
+
+def test_a_logged_cut_sitemap_replays_to_the_same_decisions() -> None:
+    """A next owner folding the logged (cut) sitemap and the logged page links reaches the
+    same admitted pages, depths, `discovered` and budget as the run that logged them."""
+    spec = CrawlSpec(max_pages=6, max_depth=2, sitemap=True)
+    listed = [SITE + "/orphan", SITE + "/a", *(f"{SITE}/s/{n}" for n in range(100))]
+
+    def run(sitemap: list[str] | None) -> tuple[CrawlPlan, tuple[str, ...], int]:
+        plan = CrawlPlan(spec, [SITE + "/"])
+        pages = plan.sitemap_pages(listed if sitemap is None else sitemap)
+        plan.add_sitemap(pages.links, left_out=pages.left_out)
+        for page in list(plan.admitted):
+            plan.expanded(page.url, Expansion(plan.candidates(page.url, links_of(page.url))))
+        return plan, pages.links, pages.left_out
+
+    first, logged, left_out = run(None)
+    replayed = CrawlPlan(spec, [SITE + "/"])
+    replayed.add_sitemap(logged, left_out=left_out)
+    for page in list(replayed.admitted):
+        replayed.expanded(page.url, Expansion(replayed.candidates(page.url, links_of(page.url))))
+    assert replayed.admitted == first.admitted
+    assert len(replayed.admitted) == spec.max_pages
+    assert replayed.discovered == first.discovered
