@@ -124,14 +124,34 @@ async def test_bad_control_records_are_skipped_and_cancels_keep_working(
         expected = sum(r == reason for _, _, r in BAD_CONTROL_RECORDS)
         assert skipped[reason] == expected, reason
 
-    urls = [site.url(f"/slow/ctl-{i}?ms={SLOW_MS}") for i in range(30)]
-    request = CrawlRequest(request_id="ctl", urls=urls)
-    await produce(topics, [(b"ctl", dump(request))])
-    await collector.wait_until(lambda seen: len(seen.results_of("ctl")) >= 1, deadline_s=180)
+    await _a_cancel_stops_a_running_request(topics, collector, site, "ctl")
+
+
+async def test_bad_control_records_produced_while_running_leave_cancels_working(
+    topics, collector, site, start_worker
+):
+    """The same bad records produced to a running worker's control topic: each is logged as
+    skipped (the reader read past them), and a cancel after them stops a running request."""
+    worker = await start_worker()
+    await _produce_control(topics, [(k, v) for k, v, _ in BAD_CONTROL_RECORDS])
+    async with asyncio.timeout(60):
+        while len([e for e in worker.events() if e.get("event") == "control.skipped"]) < len(
+            BAD_CONTROL_RECORDS
+        ):
+            await asyncio.sleep(0.2)
+    await _a_cancel_stops_a_running_request(topics, collector, site, "live")
+
+
+async def _a_cancel_stops_a_running_request(topics, collector, site, request_id: str) -> None:
+    """A 30-URL request of slow pages, cancelled after its first result, ends `cancelled`."""
+    urls = [site.url(f"/slow/{request_id}-{i}?ms={SLOW_MS}") for i in range(30)]
+    request = CrawlRequest(request_id=request_id, urls=urls)
+    await produce(topics, [(request_id.encode(), dump(request))])
+    await collector.wait_until(lambda seen: len(seen.results_of(request_id)) >= 1, deadline_s=180)
     async with CrawlClient(topics.settings()) as client:
-        await client.cancel("ctl", "after the bad records")
-    await collector.wait_until(lambda seen: seen.terminal("ctl"), deadline_s=30)
-    [terminal] = collector.seen.terminal("ctl")
+        await client.cancel(request_id, "after the bad records")
+    await collector.wait_until(lambda seen: seen.terminal(request_id), deadline_s=60)
+    [terminal] = collector.seen.terminal(request_id)
     assert terminal.type == EventType.CANCELLED
     assert terminal.detail == "cancelled: after the bad records"
     assert terminal.cancelled > 0
