@@ -13,6 +13,7 @@ from typing import Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -46,8 +47,43 @@ RequestId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$"
 SessionKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
 
 
+EARLIEST_TIMESTAMP: Final = datetime(1970, 1, 1, tzinfo=UTC)
+"""No timestamp of any contract is earlier (the Unix epoch)."""
+
+LATEST_TIMESTAMP: Final = datetime(3000, 1, 1, tzinfo=UTC)
+"""Every timestamp of every contract is earlier: far enough for any real deadline, far
+enough from `datetime.max` that adding a retention or a deadline cannot overflow."""
+
+
 def utc_now() -> datetime:
     return datetime.now(tz=UTC)
+
+
+def _aware_bounded_utc(value: datetime) -> datetime:
+    """`value` in UTC; a clear error when it has no offset or lies outside
+    [EARLIEST_TIMESTAMP, LATEST_TIMESTAMP)."""
+    if value.utcoffset() is None:
+        raise ValueError(
+            f"{value.isoformat()} has no time zone: add `Z` (UTC) or an offset such as `+01:00`"
+        )
+    if not EARLIEST_TIMESTAMP <= value < LATEST_TIMESTAMP:  # compares offsets: cannot overflow
+        raise ValueError(
+            f"must be from {EARLIEST_TIMESTAMP.isoformat()} and before"
+            f" {LATEST_TIMESTAMP.isoformat()}, got {value.isoformat()}"
+        )
+    return value.astimezone(UTC)
+
+
+Timestamp = Annotated[
+    datetime,
+    AfterValidator(_aware_bounded_utc),
+    Field(
+        description="RFC 3339 with its offset (`Z` or `+hh:mm`); a time without an offset is"
+        " rejected, as is one before 1970-01-01 or from 3000-01-01 (UTC)."
+    ),
+]
+"""Every instant of every contract: time-zone aware (a naive time is rejected, never
+guessed), bounded (so arithmetic on it cannot overflow), normalised to UTC."""
 
 
 def result_id_for(request_id: str, url: str) -> str:
@@ -201,7 +237,7 @@ class CrawlRequest(_Untrusted):
     options: CrawlOptions = CrawlOptions()
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     """Opaque to the service; echoed as `request_metadata` on every result and event."""
-    expires_at: datetime | None = None
+    expires_at: Timestamp | None = None
     """A run that starts after this instant crawls nothing and ends with `expired`."""
     crawl: CrawlSpec | None = None
     """Follow links from `urls` (a deep crawl); absent: crawl exactly `urls`."""
@@ -335,7 +371,7 @@ class PageResult(BaseModel):
     truncated: bool = False
     """Some content was cut at the worker's `CRAWL_MAX_RESULT_BYTES`."""
     elapsed_ms: int
-    fetched_at: datetime
+    fetched_at: Timestamp
     worker: str
     request_metadata: dict[str, JsonValue] = Field(default_factory=dict)
     source: RecordSource | None = None
@@ -390,7 +426,7 @@ class ProgressEvent(BaseModel):
     cancelled: int = Field(default=0, ge=0)
     """Pages that got a `cancelled` result (not counted in `failed`); at the terminal event
     succeeded + failed + cancelled is the number of results of the run."""
-    at: datetime
+    at: Timestamp
     worker: str
     detail: str | None = None
     url: str | None = None
@@ -420,7 +456,7 @@ class CancelControl(_Untrusted):
     request_id: RequestId
     reason: Annotated[str, StringConstraints(max_length=MAX_REASON_CHARS)] | None = None
     """Short, human-readable; echoed in the `detail` of the terminal `cancelled` event."""
-    at: datetime = Field(default_factory=utc_now)
+    at: Timestamp = Field(default_factory=utc_now)
     """When the cancel was issued; it is remembered for `CRAWL_CANCEL_RETENTION` from then."""
 
 

@@ -63,6 +63,13 @@ class Metrics:
             "Records a previous owner had finished above the committed offset (not re-run).",
             registry=r,
         )
+        self.control_records_skipped = Counter(
+            "crawl_control_records_skipped_total",
+            "Control records skipped, by reason (too_large, not_json, unknown_type, invalid,"
+            " no_key, failed): each logged at warning, none fatal.",
+            ["reason"],
+            registry=r,
+        )
         self.publish_retries = Counter(
             "crawl_publish_retries_total",
             "Messages sent again after a retriable broker error.",

@@ -6,14 +6,28 @@ A pure core (`CancelRegistry`, `ActiveRuns`, `parse_control`) and a thin I/O she
 
 from service.control.active import ActiveRuns, Stoppable
 from service.control.reader import ControlReader
-from service.control.registry import Cancel, CancelRegistry, ControlAction, parse_control
+from service.control.records import ControlRecord, ControlRecords
+from service.control.registry import (
+    Applied,
+    Cancel,
+    CancelRegistry,
+    ControlAction,
+    Skip,
+    SkipReason,
+    parse_control,
+)
 
 __all__ = [
     "ActiveRuns",
+    "Applied",
     "Cancel",
     "CancelRegistry",
     "ControlAction",
     "ControlReader",
+    "ControlRecord",
+    "ControlRecords",
+    "Skip",
+    "SkipReason",
     "Stoppable",
     "parse_control",
 ]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final, Self
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from service.control.registry import parse_control
+from service.control.records import ControlRecords
 from service.errors import BrokerUnavailableError
 from service.logs import get_logger
 from service.messaging.kafka_config import client_options
@@ -22,9 +22,8 @@ from service.messaging.metadata import partitions_of
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from aiokafka import ConsumerRecord
-
     from service.control.registry import Cancel, CancelRegistry
+    from service.metrics import Metrics
     from service.settings import Settings
 
 log = get_logger(__name__)
@@ -35,14 +34,21 @@ POLL_TIMEOUT_MS: Final = 100
 PRUNE_INTERVAL_S: Final = 60.0
 """How often cancels past retention are forgotten."""
 
+LOOP_RETRY_S: Final = 1.0
+"""Pause after an unexpected error of a poll before the next one (a bug must not spin)."""
+
 
 class ControlReader:
     """Feeds every control record to the registry; an async context manager that returns
-    once the topic has been read up to its end as of start."""
+    once the topic has been read up to its end as of start.
 
-    def __init__(self, settings: Settings, registry: CancelRegistry) -> None:
+    A record that cannot be parsed or applied, for whatever reason, is skipped: counted in
+    `crawl_control_records_skipped_total{reason}`, logged once at warning, never fatal."""
+
+    def __init__(self, settings: Settings, registry: CancelRegistry, metrics: Metrics) -> None:
         self._settings = settings
         self._registry = registry
+        self._records = ControlRecords(registry, metrics.control_records_skipped)
         self._timeout_s = settings.kafka_timeout.total_seconds()
         self._consumer = AIOKafkaConsumer(
             **client_options(settings),
@@ -72,7 +78,7 @@ class ControlReader:
             raise BrokerUnavailableError(f"cannot read the control topic: {exc}") from exc
         self._task = asyncio.create_task(self._loop())
         await self.sync(self._timeout_s)
-        log.info("control.ready", cancels=len(self._registry))
+        self._records.started()
         return self
 
     async def __aexit__(
@@ -118,18 +124,24 @@ class ControlReader:
         next_prune = loop.time() + PRUNE_INTERVAL_S
         while True:
             try:
-                batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
+                await self._poll()
             except KafkaError as exc:  # loop boundary: the reader keeps reading
                 log.warning("control.poll_failed", error=repr(exc))
                 await asyncio.sleep(POLL_TIMEOUT_MS / 1000)
-                continue
-            for records in batch.values():
-                for record in records:
-                    self._take(record)
-            await self._advanced()
+            except Exception:  # loop boundary: a bug must not stop every cancel
+                log.exception("control.poll_crashed")
+                await asyncio.sleep(LOOP_RETRY_S)
             if loop.time() >= next_prune:
                 self._registry.prune()
                 next_prune = loop.time() + PRUNE_INTERVAL_S
+
+    async def _poll(self) -> None:
+        """Read one batch, take each record, note the positions."""
+        batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
+        for records in batch.values():
+            for record in records:
+                self._records.take(record)
+        await self._advanced()
 
     async def _advanced(self) -> None:
         """Note where each partition is read to, and wake callers of `sync`."""
@@ -137,17 +149,3 @@ class ControlReader:
             self._positions[tp] = await self._consumer.position(tp)
         async with self._progress:
             self._progress.notify_all()
-
-    def _take(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        action = parse_control(record.key, record.value)
-        if action.skip is not None:
-            log.warning(
-                "control.skipped",
-                reason=action.skip,
-                partition=record.partition,
-                offset=record.offset,
-            )
-            return
-        cancel = self._registry.apply(action)
-        if cancel is not None:
-            log.info("control.cancel", request_id=cancel.request_id, reason=cancel.reason)

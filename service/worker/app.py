@@ -93,7 +93,9 @@ class Worker:
             robots = await stack.enter_async_context(RobotsCache(robots_source))
             static = await stack.enter_async_context(StaticFetcher(proxy.access, policy))
             renderer = PageRenderer(static, HostRenderMemory.from_settings(settings), self._metrics)
-            control = await stack.enter_async_context(ControlReader(settings, self._cancels()))
+            control = await stack.enter_async_context(
+                ControlReader(settings, self._cancels(), self._metrics)
+            )
             gate = await self._memory_gate(stack)
             scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))
             gate.attach(scheduler, pool)

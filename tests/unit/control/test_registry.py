@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from service.contracts import CancelControl, dump
-from service.control import Cancel, CancelRegistry, ControlAction, parse_control
+from service.control import Applied, Cancel, CancelRegistry, ControlAction, parse_control
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 WEEK = timedelta(days=7)
@@ -40,7 +40,7 @@ def test_a_cancel_past_retention_is_ignored_and_forgotten():
     """A cancel older than the retention is neither applied nor found, and prune drops it."""
     clock = Clock()
     registry = CancelRegistry(WEEK, clock=clock)
-    assert registry.apply(cancel("old", at=NOW - WEEK - timedelta(seconds=1))) is None
+    assert registry.apply(cancel("old", at=NOW - WEEK - timedelta(seconds=1))) == Applied.EXPIRED
     assert registry.lookup("old") is None
     registry.apply(cancel("young", at=NOW))
     clock.now = NOW + WEEK
@@ -76,7 +76,8 @@ def test_parse_reads_a_cancel_and_skips_unknown_kinds_and_garbage():
     action = parse_control(b"r-1", dump(message))
     assert action.cancel == Cancel(request_id="r-1", reason="why", at=NOW)
     unknown = parse_control(b"r-1", b'{"type": "pause", "request_id": "r-1"}')
-    assert unknown.skip == "unknown control type 'pause'"
+    assert unknown.skip is not None
+    assert unknown.skip.detail == "unknown control type 'pause'"
     assert parse_control(b"r-1", b"not json").skip is not None
     assert parse_control(b"r-1", b'{"type": "cancel"}').skip is not None
     assert parse_control(None, None).skip is not None
