@@ -465,10 +465,6 @@ class ControlMessage(RootModel[Annotated[CancelControl, Field(discriminator="typ
     on `type` (only `cancel` so far): a reader skips kinds it does not know."""
 
 
-CONTROL_KINDS: Final = frozenset({"cancel"})
-"""The `type`s of control messages this version reads."""
-
-
 class FrontierRecord(BaseModel):
     """A deep crawl's durable progress, written by the job's owner to the frontier topic,
     keyed by request_id: the sitemap it read, and each finished page's candidate links. The
