@@ -31,16 +31,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Self
 
 from service.crawling import _proxy_replies as replies
+from service.crawling._exchange import Exchange
 from service.crawling._proxy_auth import REALM, ProxyAccess, ProxyCredential
 from service.crawling._proxy_head import (
     HEAD_END,
     BadRequestError,
     RequestHead,
     absolute_target,
+    body_length,
     origin_head,
     parse_head,
     split_authority,
 )
+from service.crawling._proxy_response import BadResponseError
 from service.crawling._proxy_slots import ConnectionSlots, descriptors_needed
 from service.crawling._tunnel import Stream, Tunnel, open_upstream
 from service.crawling.url_policy import DEFAULT_PORTS, BlockedUrlError, UnresolvableHostError
@@ -286,11 +289,28 @@ class EgressProxy:
         try:
             if head.is_connect:
                 await self._send(client, replies.ESTABLISHED, close=False)
+                await Tunnel(client=client, upstream=upstream, idle_s=self._timeouts.idle_s).run()
             else:
-                upstream.writer.write(origin_head(head, absolute_target(head)))
-            await Tunnel(client=client, upstream=upstream, idle_s=self._timeouts.idle_s).run()
+                await self._exchange(client, upstream, head, target)
         finally:
             upstream.writer.close()
+
+    async def _exchange(
+        self, client: Stream, upstream: Stream, head: RequestHead, target: _Target
+    ) -> None:
+        """One plain-http request and its answer; the browser's connection closes after it."""
+        exchange = Exchange(
+            client=client,
+            upstream=upstream,
+            head=head,
+            origin_head=origin_head(head, absolute_target(head)),
+            body_length=body_length(head),
+            idle_s=self._timeouts.idle_s,
+        )
+        try:
+            await exchange.run()
+        except BadResponseError as exc:
+            await self._send(client, replies.failed("connection", f"{target.label}: {exc}"))
 
     async def _refuse(self, client: Stream, target: str, reason: str) -> None:
         self.blocked_total += 1
@@ -330,5 +350,6 @@ def _target_of(head: RequestHead, policy: UrlPolicy) -> _Target:
     url = absolute_target(head)
     if url.scheme != "http":
         raise BadRequestError("only http:// is forwarded; https goes through CONNECT")
+    body_length(head)  # a body the proxy cannot delimit is refused before connecting
     port = DEFAULT_PORTS[url.scheme] if url.port is None else url.port
     return _Target(host=url.hostname or "", port=port, label=head.target)
