@@ -46,6 +46,12 @@ _NET_ERRORS: Final = (
 other network error Chromium reports."""
 
 
+_AUTH_ERRORS: Final = ("ERR_INVALID_AUTH_CREDENTIALS", "ERR_UNEXPECTED_PROXY_AUTH")
+"""How Chromium gives up on an authentication challenge it cannot answer. With proxy
+credentials Playwright takes every challenge over the DevTools protocol and leaves a site's to
+the browser, which, headless and without a login, gives up on it this way."""
+
+
 class PageFailedError(CrawlstreamError):
     """The page ends with a failed result: `code` and `message` go onto it."""
 
@@ -67,6 +73,14 @@ class FailedNavigation:
     """Status of the answer to that URL, when one came."""
     refused: str | None = None
     """The egress proxy's reason, when it refused the host and port of `url`."""
+
+    @property
+    def challenged(self) -> bool:
+        """The server answered with a challenge for credentials (401, or 407 from a site
+        inside a tunnel): the browser has none to give and drops the answer with
+        `ERR_INVALID_AUTH_CREDENTIALS` (or `ERR_UNEXPECTED_PROXY_AUTH`). The site did answer:
+        an HTTP error with that status, not a broken network."""
+        return self.status is not None and any(error in self.error for error in _AUTH_ERRORS)
 
     @property
     def answered_without_page(self) -> bool:
@@ -109,10 +123,23 @@ def classify_navigation(failure: FailedNavigation) -> tuple[ErrorCode, str]:
             f"{failure.url}: the browser abandoned the navigation without an answer"
             " (a redirect to a javascript: or view-source: URL)"
         )
-    if failure.answered_without_page:
-        return ErrorCode.DOWNLOAD, f"{failure.url}: the answer is not a page (a download)"
+    answered = _answered(failure)
+    if answered is not None:
+        return answered
     code = classify_message(failure.error)
     if code == ErrorCode.INTERNAL:
         code = ErrorCode.CONNECTION
     message = failure.error.removeprefix("Page.goto: ")
     return code, message if failure.url in message else f"{message} at {failure.url}"
+
+
+def _answered(failure: FailedNavigation) -> tuple[ErrorCode, str] | None:
+    """The code of a navigation the server did answer, though the browser shows nothing."""
+    if failure.challenged:
+        return (
+            ErrorCode.HTTP_ERROR,
+            f"HTTP {failure.status} (asks for credentials) at {failure.url}",
+        )
+    if failure.answered_without_page:
+        return ErrorCode.DOWNLOAD, f"{failure.url}: the answer is not a page (a download)"
+    return None

@@ -15,6 +15,7 @@ import _isolation
 import _jsapps
 import _latejs
 import _navigating
+import _proxyabuse
 import _routes
 import _state
 import _webrtc
@@ -72,6 +73,7 @@ def build_app() -> web.Application:
     app.add_routes(_jsapps.ROUTES)
     app.add_routes(_latejs.ROUTES)
     app.add_routes(_isolation.ROUTES)
+    app.add_routes(_proxyabuse.ROUTES)
     return app
 
 
