@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final, Self
 
 from service.crawling import _proxy_replies as replies
 from service.crawling._exchange import Exchange
-from service.crawling._proxy_auth import REALM, ProxyAccess, ProxyCredential
+from service.crawling._proxy_auth import REALM, ProxyAccess, ProxyCredential, ProxyKeys
 from service.crawling._proxy_head import (
     HEAD_END,
     BadRequestError,
@@ -43,9 +43,10 @@ from service.crawling._proxy_head import (
     parse_head,
     split_authority,
 )
+from service.crawling._proxy_owners import DEFAULT_PER_OWNER, ConnectionOwners
 from service.crawling._proxy_response import BadResponseError
 from service.crawling._proxy_slots import ConnectionSlots, descriptors_needed
-from service.crawling._tunnel import Stream, Tunnel, open_upstream
+from service.crawling._tunnel import Activity, Stream, Tunnel, open_upstream
 from service.crawling.url_policy import DEFAULT_PORTS, BlockedUrlError, UnresolvableHostError
 from service.logs import get_logger
 
@@ -63,6 +64,7 @@ __all__ = [
     "EgressProxy",
     "ProxyAccess",
     "ProxyCredential",
+    "ProxyKeys",
     "ProxyTimeouts",
 ]
 
@@ -95,6 +97,26 @@ class ProxyTimeouts:
     """For writing a refusal or the CONNECT answer to the browser."""
 
 
+@dataclass(eq=False, slots=True, kw_only=True)
+class _Connection:
+    """One browser connection the proxy holds: its task, when it last moved a byte, and
+    whether it still counts against the cap (an evicted one stops counting at once)."""
+
+    task: asyncio.Task[object]
+    client: Stream
+    activity: Activity
+    counted: bool = True
+
+    @property
+    def last_active(self) -> float:
+        return self.activity.last
+
+    def evict(self) -> None:
+        """Close it now: both its sockets, whatever it was waiting for."""
+        self.client.abort()
+        self.task.cancel()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Target:
     """Where one request goes: `label` is what the policy's verdict is reported against."""
@@ -121,17 +143,23 @@ class EgressProxy:
         port: int = 0,
         credential: ProxyCredential | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        per_context: int = DEFAULT_PER_OWNER,
         on_blocked: Callable[[str, str], None] | None = None,
         timeouts: ProxyTimeouts | None = None,
     ) -> None:
         self._policy = policy
         self._bind = (host, port)
-        self._credential = credential or ProxyCredential.generate()
+        self._keys = ProxyKeys.generate(credential)
         self._slots = ConnectionSlots(capacity=max_connections)
+        self._owners: ConnectionOwners[_Connection] = ConnectionOwners(
+            capacity=max_connections,
+            per_owner=per_context,
+            exempt=frozenset({self._keys.worker.username}),
+        )
         self._on_blocked = on_blocked
         self._timeouts = timeouts or ProxyTimeouts()
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[object]] = set()
+        self._connections: dict[asyncio.Task[object], _Connection] = {}
         self._closing = False
         self.blocked_total = 0
         """Requests refused by the policy since start."""
@@ -146,7 +174,12 @@ class EgressProxy:
         *,
         on_blocked: Callable[[str, str], None] | None = None,
     ) -> EgressProxy:
-        return cls(policy, max_connections=settings.egress_max_connections, on_blocked=on_blocked)
+        return cls(
+            policy,
+            max_connections=settings.egress_max_connections,
+            per_context=settings.egress_connections_per_context,
+            on_blocked=on_blocked,
+        )
 
     @property
     def port(self) -> int:
@@ -163,11 +196,20 @@ class EgressProxy:
     @property
     def access(self) -> ProxyAccess:
         """What a client of this worker needs to use the proxy; pass it on, never log it."""
-        return ProxyAccess(url=self.url, credential=self._credential)
+        return ProxyAccess(url=self.url, keys=self._keys)
 
     @property
     def active_connections(self) -> int:
         return len(self._connections)
+
+    @property
+    def evicted_total(self) -> int:
+        """Connections closed to make room: past an owner's limit, or for a newcomer."""
+        return self._owners.evicted_total
+
+    def held_by(self, owner: str) -> int:
+        """Connections the holder of credential user name `owner` has open now."""
+        return self._owners.held(owner)
 
     @property
     def refused_total(self) -> int:
@@ -177,7 +219,12 @@ class EgressProxy:
     async def __aenter__(self) -> Self:
         host, port = self._bind
         self._server = await asyncio.start_server(self._serve, host, port, limit=MAX_HEAD_BYTES)
-        log.info("proxy.started", port=self.port, max_connections=self._slots.capacity)
+        log.info(
+            "proxy.started",
+            port=self.port,
+            max_connections=self._slots.capacity,
+            per_context=self._owners.per_owner,
+        )
         _warn_if_descriptors_short(self._slots.capacity)
         return self
 
@@ -204,6 +251,7 @@ class EgressProxy:
             blocked_total=self.blocked_total,
             unauthorized_total=self.unauthorized_total,
             refused_total=self.refused_total,
+            evicted_total=self.evicted_total,
         )
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -211,25 +259,46 @@ class EgressProxy:
         if task is None or self._closing:
             writer.transport.abort()
             return
-        if not self._slots.admit():
+        if not self._admit():
             writer.transport.abort()
             self._report_refusals()
             return
-        self._connections.add(task)
         client = Stream(reader=reader, writer=writer)
+        connection = _Connection(task=task, client=client, activity=Activity())
+        self._connections[task] = connection
         try:
-            await self._handle(client)
+            await self._handle(connection)
         except asyncio.CancelledError:
-            # Only __aexit__ cancels these tasks, and this is their outermost frame: ending
-            # normally keeps Python 3.11's stream callback from logging a cancelled task.
+            # __aexit__ and evictions cancel these tasks, and this is their outermost frame:
+            # ending normally keeps Python 3.11's stream callback from logging a cancelled task.
             pass
         except Exception:  # a loop boundary: one broken connection must not stop the proxy
             log.exception("proxy.connection_failed")
         finally:
-            self._connections.discard(task)
-            self._slots.release()
+            self._connections.pop(task, None)
+            self._uncount(connection)
             writer.close()
             self._report_refusals()  # what was refused since the last line, once it is due
+
+    def _admit(self) -> bool:
+        """Take a slot for a new connection, evicting a greedy owner's one when full."""
+        if self._slots.open >= self._slots.capacity:
+            victim = self._owners.victim_for_newcomer()
+            if victim is not None:
+                self._evict(victim, "proxy_full")
+        return self._slots.admit()
+
+    def _evict(self, victim: _Connection, reason: str) -> None:
+        self._uncount(victim)
+        victim.evict()
+        log.debug("proxy.evicted", reason=reason)
+
+    def _uncount(self, connection: _Connection) -> None:
+        """The connection stops counting against the cap and its owner's limit (once)."""
+        self._owners.forget(connection)
+        if connection.counted:
+            connection.counted = False
+            self._slots.release()
 
     def _report_refusals(self) -> None:
         refused = self._slots.refusals_to_report()
@@ -241,14 +310,19 @@ class EgressProxy:
                 max_connections=self._slots.capacity,
             )
 
-    async def _handle(self, client: Stream) -> None:
+    async def _handle(self, connection: _Connection) -> None:
+        client = connection.client
         head = await self._read_head(client)
         if head is None:
             return
-        if not self._credential.admits(head.header("proxy-authorization")):
+        owner = self._keys.owner(head.header("proxy-authorization"))
+        if owner is None:
             self.unauthorized_total += 1
             await self._send(client, replies.unauthorized(REALM))
             return
+        own = self._owners.attribute(connection, owner)
+        if own is not None:
+            self._evict(own, "context_limit")
         try:
             target = _target_of(head, self._policy)
             addresses = await self._policy.resolve_and_check(target.host, target.port)
@@ -259,7 +333,7 @@ class EgressProxy:
         except UnresolvableHostError as exc:
             await self._send(client, replies.failed("dns", str(exc)))
         else:
-            await self._relay(client, head, target, addresses)
+            await self._relay(connection, head, target, addresses)
 
     async def _read_head(self, client: Stream) -> RequestHead | None:
         """The request head; None (after answering 400 where useful) when there is none."""
@@ -276,8 +350,13 @@ class EgressProxy:
         return None
 
     async def _relay(
-        self, client: Stream, head: RequestHead, target: _Target, addresses: list[IPAddress]
+        self,
+        connection: _Connection,
+        head: RequestHead,
+        target: _Target,
+        addresses: list[IPAddress],
     ) -> None:
+        client, activity = connection.client, connection.activity
         try:
             upstream = await open_upstream(addresses, target.port, self._timeouts.connect_s)
         except TimeoutError:
@@ -289,18 +368,23 @@ class EgressProxy:
         try:
             if head.is_connect:
                 await self._send(client, replies.ESTABLISHED, close=False)
-                await Tunnel(client=client, upstream=upstream, idle_s=self._timeouts.idle_s).run()
+                idle_s = self._timeouts.idle_s
+                await Tunnel(
+                    client=client, upstream=upstream, idle_s=idle_s, activity=activity
+                ).run()
             else:
-                await self._exchange(client, upstream, head, target)
+                await self._exchange(connection, upstream, head, target)
         finally:
             upstream.writer.close()
 
     async def _exchange(
-        self, client: Stream, upstream: Stream, head: RequestHead, target: _Target
+        self, connection: _Connection, upstream: Stream, head: RequestHead, target: _Target
     ) -> None:
         """One plain-http request and its answer; the browser's connection closes after it."""
+        client = connection.client
         exchange = Exchange(
             client=client,
+            activity=connection.activity,
             upstream=upstream,
             head=head,
             origin_head=origin_head(head, absolute_target(head)),

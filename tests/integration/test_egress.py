@@ -151,3 +151,51 @@ async def test_a_connection_flood_leaves_the_worker_crawling_with_bounded_logs(
     assert refused > 0
     assert not [line for line in lines if "Too many open files" in line]
     print(f"flood: {refused} refused in the log, log +{grown} lines, during: {during.error}")  # noqa: T201
+
+
+HOGS = 3
+"""Requests whose page opens hundreds of connections at once (as observed: three reached the
+proxy's cap of 512)."""
+
+HOG_CONNECTIONS = 200
+"""WebSockets and hanging fetches each hog page opens (each)."""
+
+PER_CONTEXT = 64
+"""Connections a context may hold at the proxy by default (as many WebSockets as the hogs
+open before the other request is produced)."""
+
+HOG_TIMEOUT_MS = 240_000
+"""The hog pages wait for a selector that never comes, for longer than the test runs: they
+are still open, holding what they can, when the other request is crawled."""
+
+
+async def test_a_page_that_hogs_connections_starves_only_its_own_request(
+    topics, collector, site, start_worker
+):
+    """Three requests whose page opens 200 WebSockets and 200 fetches that are never answered
+    each: while they hold all they can, another request's page renders `ok`. Each hog holds
+    at most its context's share of the proxy, never the whole cap."""
+    # Not the defaults, so that the hogs outlast the test: a page deadline above the default
+    # cap (60 s), and no settle wait (its script, run in a page busy opening 400
+    # connections, missed its own deadline and ended the hogs as `timeout` within 15 s).
+    worker = await start_worker(
+        CRAWL_MAX_PAGE_TIMEOUT=str(HOG_TIMEOUT_MS // 1000), CRAWL_RENDER_SETTLE="0"
+    )
+    hog = site.url(f"/abuse/hog?count={HOG_CONNECTIONS}")
+    await produce(
+        topics,
+        [
+            _request(f"hog-{n}", [hog], wait_for="#never", timeout_ms=HOG_TIMEOUT_MS)
+            for n in range(HOGS)
+        ],
+    )
+    await collector.wait_until(
+        lambda _: site.hits["/abuse/ws-hold"] >= HOGS * PER_CONTEXT, deadline_s=180
+    )
+    await produce(topics, [_request("bystander", [site.url("/page/21")])])
+    await collector.wait_until(lambda seen: seen.terminal("bystander"), deadline_s=120)
+    [result] = collector.seen.results_of("bystander")
+    assert result.ok, result.error
+    assert not any(collector.seen.terminal(f"hog-{n}") for n in range(HOGS))
+    saturated = [e for e in worker.events() if e.get("event") == "proxy.saturated"]
+    assert saturated == []

@@ -597,3 +597,66 @@ async def test_a_chunked_request_body_is_refused_before_connecting(raw_proxy, ra
     reply, _ = await exchange(raw_proxy.port, request + b"0\r\n\r\n")
     assert reply.status == 400
     assert raw_origin.heads == []
+
+
+@pytest.fixture
+async def hanging_proxy(raw_origin, origins):
+    """A proxy in front of `raw_origin`, which never answers (hanging fetches), and of the
+    allowed echo origin; at most 4 connections, 2 per context."""
+    allowed, _ = origins
+    policy = UrlPolicy.create(
+        allowed_hosts=[f"127.0.0.1:{raw_origin.port}", f"127.0.0.1:{allowed.port}"]
+    )
+    async with EgressProxy(
+        policy, credential=CREDENTIAL, max_connections=4, per_context=2
+    ) as running:
+        yield running
+
+
+async def _hanging(proxy: EgressProxy, origin: RawOrigin, credential: ProxyCredential):
+    """A request with `credential` that the origin has received and never answers."""
+    received = len(origin.heads)
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+    auth = f"Proxy-Authorization: {credential.header_value}"
+    writer.write(get(f"http://127.0.0.1:{origin.port}/hang", auth=auth))
+    await _wait_for(lambda: len(origin.heads) > received, "the origin got the request")
+    return reader, writer
+
+
+async def test_a_context_past_its_limit_loses_its_own_oldest_connection(hanging_proxy, raw_origin):
+    """Context A holds its 2 connections with hanging requests; its third closes A's least
+    recently active one, and context B's connection is untouched."""
+    greedy, other = hanging_proxy.access.for_context(), hanging_proxy.access.for_context()
+    first = await _hanging(hanging_proxy, raw_origin, greedy)
+    second = await _hanging(hanging_proxy, raw_origin, greedy)
+    bystander = await _hanging(hanging_proxy, raw_origin, other)
+    third = await _hanging(hanging_proxy, raw_origin, greedy)
+    assert await _closed_by_peer(first[0])
+    assert hanging_proxy.held_by(greedy.username) == 2
+    assert hanging_proxy.held_by(other.username) == 1
+    assert hanging_proxy.evicted_total == 1
+    for _, writer in (first, second, bystander, third):
+        writer.close()
+
+
+async def test_a_full_proxy_makes_room_for_another_context_by_evicting_the_greediest(
+    hanging_proxy, raw_origin, origins
+):
+    """4 connections held (A 2, B 1, C 1): D's request is served, and it is A (more than its
+    share) that loses its least recently active connection, not the others."""
+    allowed, _ = origins
+    access = hanging_proxy.access
+    greedy = access.for_context()
+    held = [await _hanging(hanging_proxy, raw_origin, greedy) for _ in range(2)]
+    held += [await _hanging(hanging_proxy, raw_origin, access.for_context()) for _ in range(2)]
+    newcomer = access.for_context()
+    auth = f"Proxy-Authorization: {newcomer.header_value}"
+    reply, _ = await exchange(
+        hanging_proxy.port, get(f"http://127.0.0.1:{allowed.port}/served", auth=auth)
+    )
+    assert (reply.status, reply.body) == (200, b"GET /served 0")
+    assert await _closed_by_peer(held[0][0])
+    assert hanging_proxy.refused_total == 0
+    assert hanging_proxy.held_by(greedy.username) == 1
+    for _, writer in held:
+        writer.close()
