@@ -207,3 +207,58 @@ async def test_a_page_that_hogs_connections_starves_only_its_own_request(
     assert not any(collector.seen.terminal(f"hog-{n}") for n in range(HOGS))
     saturated = [e for e in worker.events() if e.get("event") == "proxy.saturated"]
     assert saturated == []
+
+
+KEEP_ALIVE_PAGE = b"<!doctype html><title>Keep-alive</title><h1>Kept alive</h1>" + b"".join(
+    f'<img src="/img/{n}.png" alt="">'.encode() for n in range(6)
+)
+"""The keep-alive site's page: its images are further requests on the browser's connections."""
+
+
+@contextlib.asynccontextmanager
+async def keep_alive_site():
+    """A raw HTTP site on 127.0.0.1 that answers every request head on a connection and keeps
+    the connection open, whatever `Connection: close` says; yields (port, heads received)."""
+    heads: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                heads.append(head)
+                body = KEEP_ALIVE_PAGE if head.startswith(b"GET / ") else b"x"
+                kind = b"text/html" if head.startswith(b"GET / ") else b"image/png"
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: "
+                    + kind
+                    + b"\r\nContent-Length: "
+                    + str(len(body)).encode()
+                    + b"\r\nConnection: keep-alive\r\n\r\n"
+                    + body
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    async with server:
+        yield server.sockets[0].getsockname()[1], heads
+
+
+async def test_a_site_that_keeps_connections_alive_never_sees_the_proxy_credential(
+    topics, collector, site, start_worker
+):
+    """Through Chromium: a page and its six images from a site that ignores `Connection:
+    close`; the page is ok and no request the site receives carries `Proxy-Authorization`
+    or is in absolute form (each went through the proxy's own parsing)."""
+    async with keep_alive_site() as (port, heads):
+        await start_worker(CRAWL_ALLOWED_HOSTS=f"127.0.0.1:{site.port},127.0.0.1:{port}")
+        await produce(topics, [_request("keep-alive", [f"http://127.0.0.1:{port}/"])])
+        await collector.wait_until(lambda seen: seen.terminal("keep-alive"), deadline_s=120)
+        [result] = collector.seen.results_of("keep-alive")
+    assert result.ok, result.error
+    assert len(heads) >= 2  # the page and at least one image
+    assert [head for head in heads if b"proxy-authorization" in head.lower()] == []
+    assert [head for head in heads if not head.startswith(b"GET /")] == []
