@@ -1,25 +1,32 @@
 """The HTTP forward proxy every browser request goes through, so the URL policy sees them all.
 
-It is closed: only this worker's clients can use it. Every request head must carry the
-worker's random credential (`Proxy-Authorization: Basic ...`, handed to Chromium through
-Playwright's proxy settings and to the robots.txt fetcher), or the answer is 407; targets are
-reached only on the egress ports (80 and 443 unless configured) or a port the allowlist opens;
-at most `max_connections` connections are held at once (one more is closed at once, counted,
-and reported in one log line at most every 10 s), and each has a deadline for its request
-head and for silence while relaying.
+It is closed: only this worker's clients can use it. Every request head must carry one of the
+worker's credentials (`Proxy-Authorization: Basic ...`: the worker's own, for its HTTP clients,
+or the one each browser context gets through Playwright's proxy settings), or the answer is
+407; targets are reached only on the egress ports (80 and 443 unless configured) or a port the
+allowlist opens. The credential's user name says whose a connection is: one browser context
+holds at most `per_context` connections (its next one closes its least recently active one),
+and of the `max_connections` held at once, a newcomer at a full proxy closes the least recently
+active connection of the owner holding more than its fair share, or is closed at once when
+none does (counted, and reported in one log line at most every 10 s). Each connection has a
+deadline for its request head and for silence while relaying.
 
 Chromium is launched with `--proxy-server=http://127.0.0.1:<port>` and
 `--proxy-bypass-list=<-loopback>` (Playwright: `proxy={"server": ..., "bypass": "<-loopback>",
-"username": ..., "password": ...}`), so first navigations, redirects, subresources, fetch/XHR
-and WebSockets all arrive here, even those to loopback. For each request the proxy checks the
-target, resolves it once and connects to exactly the address it checked (no DNS-rebinding
-gap), then relays bytes both ways:
-`CONNECT host:port` tunnels (https, wss) and absolute-form plain HTTP requests (the head is
-rewritten to origin-form with `Connection: close`; WebSocket upgrades are relayed as well).
+"username": ..., "password": ...}`, per context), so first navigations, redirects,
+subresources, fetch/XHR and WebSockets all arrive here, even those to loopback. For each
+request the proxy checks the target, resolves it once and connects to exactly the address it
+checked (no DNS-rebinding gap), then: `CONNECT host:port` tunnels bytes both ways (https,
+wss); an absolute-form plain HTTP request is one exchange (`_exchange.py`): the head rewritten
+to origin-form, the answer's head rewritten for the browser (`Connection: close`, no
+`X-Crawlstream-*` header of the site's), the body relayed as framed, then both connections
+close, so every request on a browser connection is one the proxy parsed (a WebSocket upgrade
+becomes a tunnel after its 101).
 
 Refusals are answers the browser can show: 403 with `X-Crawlstream-Blocked: <reason>` for a
 blocked target; 502 with `X-Crawlstream-Error: dns|connection|timeout` for one that cannot be
-reached; 400 for anything that is not a proxy request; 407 without the credential.
+reached (or whose answer cannot be passed on); 400 for anything that is not a proxy request;
+407 without a credential.
 """
 
 from __future__ import annotations
