@@ -210,10 +210,17 @@ class Settings(BaseSettings):
     """Comma-separated ports the crawler reaches on any host (page URLs and the egress proxy's
     CONNECT and plain requests alike); other ports only through `CRAWL_ALLOWED_HOSTS`."""
     egress_max_connections: int = Field(default=512, ge=1)
-    """Connections the egress proxy holds at once; one more is closed at once. 512 is what
-    Chromium may open for 8 request contexts (per context at most 32 connections and 32
-    WebSockets to one proxy). A relayed connection takes 2 file descriptors: the worker warns
-    at start when its limit is below 2 per connection plus 256."""
+    """Connections the egress proxy holds at once. When it is full, a newcomer closes the
+    least recently active connection of the browser context holding the most, if that one
+    holds more than its fair share; otherwise the newcomer is closed at once. 512 is 8 request
+    contexts at `CRAWL_EGRESS_CONNECTIONS_PER_CONTEXT`. A relayed connection takes 2 file
+    descriptors: the worker warns at start when its limit is below 2 per connection plus 256."""
+
+    egress_connections_per_context: int = Field(default=64, ge=1)
+    """Connections one browser context may hold at the egress proxy at once (each context has
+    a proxy credential of its own): its next one closes its least recently active one, so a
+    page that opens hundreds of WebSockets or hanging fetches starves only itself. 64 is
+    Chromium's own limits per context and proxy (32 connections, 32 WebSockets)."""
 
     # --- Memory --------------------------------------------------------------------------
     memory_limit: ByteSize | None = None

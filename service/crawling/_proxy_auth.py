@@ -1,14 +1,18 @@
-"""Who may use the egress proxy: the holder of this worker's random credential, and no one else.
+"""Who may use the egress proxy: the holders of this worker's credentials, and no one else.
 
-The worker makes a fresh credential at start and hands it only to its own clients (Chromium,
-through Playwright's proxy settings, and the robots.txt fetcher); every request head must carry
-it as `Proxy-Authorization: Basic ...`, or the answer is 407.
+The worker makes a fresh credential and a fresh secret at start and hands them only to its own
+clients: the worker's credential to its HTTP clients (robots.txt, the HTTP-first path), and to
+each browser context a credential of its own, derived from the secret (its password is an HMAC
+of its user name), through Playwright's per-context proxy settings. Every request head must
+carry one of them as `Proxy-Authorization: Basic ...`, or the answer is 407; the user name then
+says whose the connection is (see `_proxy_owners`).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass, field
@@ -22,6 +26,15 @@ REALM: Final = "crawlstream"
 
 TOKEN_BYTES: Final = 24
 """Random bytes in the password (192 bits): guessing is hopeless, even at loopback speed."""
+
+SECRET_BYTES: Final = 32
+"""Random bytes of the secret context credentials are derived from."""
+
+CONTEXT_PREFIX: Final = "ctx-"
+"""User names of browser contexts' credentials start with this."""
+
+CONTEXT_ID_BYTES: Final = 8
+"""Random bytes in a context credential's user name."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,24 +61,76 @@ class ProxyCredential:
 
         The comparison takes the same time wherever the first wrong byte is.
         """
-        scheme, _, token = header_value.strip().partition(" ")
-        if scheme.lower() != AUTH_SCHEME:
-            return False
-        try:
-            offered = base64.b64decode(token.strip(), validate=True)
-        except (binascii.Error, ValueError):
-            return False
-        return hmac.compare_digest(offered, self._pair)
+        offered = _offered_pair(header_value)
+        return offered is not None and hmac.compare_digest(offered, self._pair)
 
     @property
     def _pair(self) -> bytes:
         return f"{self.username}:{self.password}".encode()
 
 
+def _offered_pair(header_value: str) -> bytes | None:
+    """The `user:password` bytes of a `Basic` value; None for anything else."""
+    scheme, _, token = header_value.strip().partition(" ")
+    if scheme.lower() != AUTH_SCHEME:
+        return None
+    try:
+        return base64.b64decode(token.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProxyKeys:
+    """The worker's credential and the secret browser contexts' credentials derive from."""
+
+    worker: ProxyCredential
+    secret: bytes = field(repr=False)
+
+    @classmethod
+    def generate(cls, worker: ProxyCredential | None = None) -> ProxyKeys:
+        return cls(
+            worker=worker or ProxyCredential.generate(), secret=secrets.token_bytes(SECRET_BYTES)
+        )
+
+    def for_context(self) -> ProxyCredential:
+        """A credential of its own for one browser context."""
+        username = CONTEXT_PREFIX + secrets.token_hex(CONTEXT_ID_BYTES)
+        return ProxyCredential(username=username, password=self._password(username))
+
+    def owner(self, header_value: str) -> str | None:
+        """The user name of the credential a `Proxy-Authorization` value carries, when it is
+        the worker's or one derived from the secret; None for anything else (the answer is
+        407). Comparisons take the same time wherever the first wrong byte is."""
+        if self.worker.admits(header_value):
+            return self.worker.username
+        pair = _offered_pair(header_value)
+        username, sep, password = (pair or b"").partition(b":")
+        if not sep or not username.startswith(CONTEXT_PREFIX.encode()):
+            return None
+        name = username.decode("ascii", errors="replace")
+        expected = self._password(name).encode()
+        return name if hmac.compare_digest(password, expected) else None
+
+    def _password(self, username: str) -> str:
+        digest = hmac.new(self.secret, username.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyAccess:
-    """How this worker's own clients reach its egress proxy: the address and the credential."""
+    """How this worker's own clients reach its egress proxy: the address and the credentials."""
 
     url: str
     """`http://127.0.0.1:<port>`."""
-    credential: ProxyCredential
+    keys: ProxyKeys
+
+    @property
+    def credential(self) -> ProxyCredential:
+        """The worker's own credential (its HTTP clients)."""
+        return self.keys.worker
+
+    def for_context(self) -> ProxyCredential:
+        """A fresh credential for one browser context, so the proxy can tell whose a
+        connection is."""
+        return self.keys.for_context()

@@ -58,7 +58,7 @@ def parse_head(raw: bytes) -> RequestHead:
     if len(parts) != _REQUEST_LINE_PARTS:
         raise BadRequestError("malformed request line")
     method, target, version = parts
-    if not _is_token(method) or not target or version not in _VERSIONS:
+    if not is_token(method) or not target or version not in _VERSIONS:
         raise BadRequestError("malformed request line")
     return RequestHead(
         method=method,
@@ -90,6 +90,29 @@ def absolute_target(head: RequestHead) -> SplitResult:
     return parts
 
 
+def wants_upgrade(head: RequestHead) -> bool:
+    """Whether the request asks to switch protocols (a WebSocket over plain http)."""
+    nominated = {token.strip().lower() for token in head.header("connection").split(",")}
+    return "upgrade" in nominated and bool(head.header("upgrade"))
+
+
+def body_length(head: RequestHead) -> int:
+    """Bytes of body that follow the head: its `Content-Length`, 0 without one.
+
+    A chunked (or otherwise encoded) request body is refused: Chromium sends none over
+    HTTP/1.1, and without a length the proxy could not tell where the next request starts.
+    """
+    if head.header("transfer-encoding"):
+        raise BadRequestError("a request body without Content-Length is not forwarded")
+    lengths = {value.strip() for value in head.header("content-length").split(",") if value}
+    if not lengths:
+        return 0
+    [length, *others] = lengths
+    if others or not (length.isascii() and length.isdecimal()):
+        raise BadRequestError("invalid Content-Length")
+    return int(length)
+
+
 def origin_head(head: RequestHead, url: SplitResult) -> bytes:
     """The head to send to the origin: origin-form target, own Host, no proxy headers.
 
@@ -98,7 +121,7 @@ def origin_head(head: RequestHead, url: SplitResult) -> bytes:
     """
     path = (url.path or "/") + (f"?{url.query}" if url.query else "")
     nominated = {token.strip().lower() for token in head.header("connection").split(",")}
-    upgrade = "upgrade" in nominated and bool(head.header("upgrade"))
+    upgrade = wants_upgrade(head)
     dropped = _HOP_BY_HOP | {"host"} | (nominated - {"upgrade"})
     lines = [f"{head.method} {path} {head.version}", f"Host: {url.netloc.rpartition('@')[2]}"]
     lines += [f"{key}: {value}" for key, value in head.headers if key.lower() not in dropped]
@@ -108,7 +131,7 @@ def origin_head(head: RequestHead, url: SplitResult) -> bytes:
 
 def _header(line: str) -> tuple[str, str]:
     name, sep, value = line.partition(":")
-    if not sep or not _is_token(name):
+    if not sep or not is_token(name):
         raise BadRequestError("malformed header line")
     return name, value.strip(" \t")
 
@@ -117,5 +140,5 @@ def _is_port(value: str) -> bool:
     return value.isascii() and value.isdecimal() and 0 < int(value) <= _MAX_PORT
 
 
-def _is_token(value: str) -> bool:
+def is_token(value: str) -> bool:
     return bool(value) and all(char in _TOKEN_CHARS for char in value)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from service.crawling._ip_ranges import IPAddress
 
@@ -16,6 +17,8 @@ CHUNK_BYTES: Final = 64 * 1024
 
 STREAM_LIMIT: Final = 64 * 1024
 """Buffer limit of the upstream stream reader."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +51,32 @@ async def open_upstream(addresses: Sequence[IPAddress], port: int, deadline_s: f
     raise last_error
 
 
+@dataclass(slots=True)
+class Activity:
+    """When a connection last moved a byte, in loop time; shared by both directions."""
+
+    last: float = field(default_factory=lambda: asyncio.get_running_loop().time())
+
+    def touch(self) -> None:
+        self.last = asyncio.get_running_loop().time()
+
+    async def within(self, idle_s: float, step: Callable[[], Awaitable[T]]) -> T:
+        """`await step()` (made again after each wait) once the connection moves a byte;
+        TimeoutError once it moved none in either direction for `idle_s`."""
+        loop = asyncio.get_running_loop()
+        while True:
+            left = self.last + idle_s - loop.time()
+            if left <= 0:
+                raise TimeoutError
+            try:
+                async with asyncio.timeout(left):
+                    result = await step()
+            except TimeoutError:
+                continue
+            self.touch()
+            return result
+
+
 @dataclass(slots=True, kw_only=True)
 class Tunnel:
     """Relays between a client and an origin until the origin closes, or both sides have been
@@ -56,7 +85,7 @@ class Tunnel:
     client: Stream
     upstream: Stream
     idle_s: float
-    _last_activity: float = field(default_factory=lambda: asyncio.get_running_loop().time())
+    activity: Activity = field(default_factory=Activity)
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
@@ -66,7 +95,8 @@ class Tunnel:
 
     async def _relay(self, source: Stream, sink: Stream) -> None:
         try:
-            while data := await self._read(source):
+            read = functools.partial(source.reader.read, CHUNK_BYTES)
+            while data := await self.activity.within(self.idle_s, read):
                 sink.writer.write(data)
                 async with asyncio.timeout(self.idle_s):
                     await sink.writer.drain()
@@ -75,18 +105,3 @@ class Tunnel:
         except (OSError, TimeoutError):
             self.client.abort()
             self.upstream.abort()
-
-    async def _read(self, source: Stream) -> bytes:
-        """The next chunk; b"" at end of stream. TimeoutError once both ways were idle."""
-        loop = asyncio.get_running_loop()
-        while True:
-            left = self._last_activity + self.idle_s - loop.time()
-            if left <= 0:
-                raise TimeoutError
-            try:
-                async with asyncio.timeout(left):
-                    data = await source.reader.read(CHUNK_BYTES)
-            except TimeoutError:
-                continue
-            self._last_activity = loop.time()
-            return data

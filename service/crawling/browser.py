@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from playwright.async_api import Request as PlaywrightRequest
 
     from service.contracts import CrawlOptions
-    from service.crawling._proxy_auth import ProxyAccess
+    from service.crawling._proxy_auth import ProxyAccess, ProxyCredential
     from service.settings import Settings
 
 log = get_logger(__name__)
@@ -613,6 +613,7 @@ class BrowserPool:
                     viewport=VIEWPORT,  # type: ignore[arg-type]
                     accept_downloads=False,
                     service_workers="block",
+                    proxy=_context_proxy(self._proxy),
                 ),
                 CONTEXT_DEADLINE_S,
             )
@@ -661,17 +662,29 @@ def _watch_requests(context: BrowserContext, watch: RequestWatch) -> None:
     context.on("requestfailed", ended)
 
 
-def _proxy_settings(proxy: ProxyAccess | None) -> ProxySettings | None:
-    """Playwright's proxy settings: every request through the proxy, with its credential
-    (Playwright answers the proxy's 407 challenge; Chromium then sends it unasked)."""
+def _proxy_settings(
+    proxy: ProxyAccess | None, credential: ProxyCredential | None = None
+) -> ProxySettings | None:
+    """Playwright's proxy settings: every request through the proxy, with `credential` (the
+    worker's by default; Playwright answers the proxy's 407 challenge, Chromium then sends it
+    unasked)."""
     if proxy is None:
         return None
+    chosen = credential or proxy.credential
     return {
         "server": proxy.url,
         "bypass": PROXY_LOOPBACK_TOO,
-        "username": proxy.credential.username,
-        "password": proxy.credential.password,
+        "username": chosen.username,
+        "password": chosen.password,
     }
+
+
+def _context_proxy(proxy: ProxyAccess | None) -> ProxySettings | None:
+    """The proxy settings of one new context: a credential of its own, so the egress proxy
+    knows whose each connection is and can keep one context from starving the others."""
+    if proxy is None:
+        return None
+    return _proxy_settings(proxy, proxy.for_context())
 
 
 def _session_key(options: CrawlOptions) -> str | None:

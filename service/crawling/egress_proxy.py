@@ -1,25 +1,32 @@
 """The HTTP forward proxy every browser request goes through, so the URL policy sees them all.
 
-It is closed: only this worker's clients can use it. Every request head must carry the
-worker's random credential (`Proxy-Authorization: Basic ...`, handed to Chromium through
-Playwright's proxy settings and to the robots.txt fetcher), or the answer is 407; targets are
-reached only on the egress ports (80 and 443 unless configured) or a port the allowlist opens;
-at most `max_connections` connections are held at once (one more is closed at once, counted,
-and reported in one log line at most every 10 s), and each has a deadline for its request
-head and for silence while relaying.
+It is closed: only this worker's clients can use it. Every request head must carry one of the
+worker's credentials (`Proxy-Authorization: Basic ...`: the worker's own, for its HTTP clients,
+or the one each browser context gets through Playwright's proxy settings), or the answer is
+407; targets are reached only on the egress ports (80 and 443 unless configured) or a port the
+allowlist opens. The credential's user name says whose a connection is: one browser context
+holds at most `per_context` connections (its next one closes its least recently active one),
+and of the `max_connections` held at once, a newcomer at a full proxy closes the least recently
+active connection of the owner holding more than its fair share, or is closed at once when
+none does (counted, and reported in one log line at most every 10 s). Each connection has a
+deadline for its request head and for silence while relaying.
 
 Chromium is launched with `--proxy-server=http://127.0.0.1:<port>` and
 `--proxy-bypass-list=<-loopback>` (Playwright: `proxy={"server": ..., "bypass": "<-loopback>",
-"username": ..., "password": ...}`), so first navigations, redirects, subresources, fetch/XHR
-and WebSockets all arrive here, even those to loopback. For each request the proxy checks the
-target, resolves it once and connects to exactly the address it checked (no DNS-rebinding
-gap), then relays bytes both ways:
-`CONNECT host:port` tunnels (https, wss) and absolute-form plain HTTP requests (the head is
-rewritten to origin-form with `Connection: close`; WebSocket upgrades are relayed as well).
+"username": ..., "password": ...}`, per context), so first navigations, redirects,
+subresources, fetch/XHR and WebSockets all arrive here, even those to loopback. For each
+request the proxy checks the target, resolves it once and connects to exactly the address it
+checked (no DNS-rebinding gap), then: `CONNECT host:port` tunnels bytes both ways (https,
+wss); an absolute-form plain HTTP request is one exchange (`_exchange.py`): the head rewritten
+to origin-form, the answer's head rewritten for the browser (`Connection: close`, no
+`X-Crawlstream-*` header of the site's), the body relayed as framed, then both connections
+close, so every request on a browser connection is one the proxy parsed (a WebSocket upgrade
+becomes a tunnel after its 101).
 
 Refusals are answers the browser can show: 403 with `X-Crawlstream-Blocked: <reason>` for a
 blocked target; 502 with `X-Crawlstream-Error: dns|connection|timeout` for one that cannot be
-reached; 400 for anything that is not a proxy request; 407 without the credential.
+reached (or whose answer cannot be passed on); 400 for anything that is not a proxy request;
+407 without a credential.
 """
 
 from __future__ import annotations
@@ -31,18 +38,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Self
 
 from service.crawling import _proxy_replies as replies
-from service.crawling._proxy_auth import REALM, ProxyAccess, ProxyCredential
+from service.crawling._exchange import Exchange
+from service.crawling._proxy_auth import REALM, ProxyAccess, ProxyCredential, ProxyKeys
 from service.crawling._proxy_head import (
     HEAD_END,
     BadRequestError,
     RequestHead,
     absolute_target,
+    body_length,
     origin_head,
     parse_head,
     split_authority,
 )
+from service.crawling._proxy_owners import DEFAULT_PER_OWNER, ConnectionOwners
+from service.crawling._proxy_response import BadResponseError
 from service.crawling._proxy_slots import ConnectionSlots, descriptors_needed
-from service.crawling._tunnel import Stream, Tunnel, open_upstream
+from service.crawling._tunnel import Activity, Stream, Tunnel, open_upstream
 from service.crawling.url_policy import DEFAULT_PORTS, BlockedUrlError, UnresolvableHostError
 from service.logs import get_logger
 
@@ -60,6 +71,7 @@ __all__ = [
     "EgressProxy",
     "ProxyAccess",
     "ProxyCredential",
+    "ProxyKeys",
     "ProxyTimeouts",
 ]
 
@@ -92,6 +104,26 @@ class ProxyTimeouts:
     """For writing a refusal or the CONNECT answer to the browser."""
 
 
+@dataclass(eq=False, slots=True, kw_only=True)
+class _Connection:
+    """One browser connection the proxy holds: its task, when it last moved a byte, and
+    whether it still counts against the cap (an evicted one stops counting at once)."""
+
+    task: asyncio.Task[object]
+    client: Stream
+    activity: Activity
+    counted: bool = True
+
+    @property
+    def last_active(self) -> float:
+        return self.activity.last
+
+    def evict(self) -> None:
+        """Close it now: both its sockets, whatever it was waiting for."""
+        self.client.abort()
+        self.task.cancel()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Target:
     """Where one request goes: `label` is what the policy's verdict is reported against."""
@@ -118,17 +150,23 @@ class EgressProxy:
         port: int = 0,
         credential: ProxyCredential | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        per_context: int = DEFAULT_PER_OWNER,
         on_blocked: Callable[[str, str], None] | None = None,
         timeouts: ProxyTimeouts | None = None,
     ) -> None:
         self._policy = policy
         self._bind = (host, port)
-        self._credential = credential or ProxyCredential.generate()
+        self._keys = ProxyKeys.generate(credential)
         self._slots = ConnectionSlots(capacity=max_connections)
+        self._owners: ConnectionOwners[_Connection] = ConnectionOwners(
+            capacity=max_connections,
+            per_owner=per_context,
+            exempt=frozenset({self._keys.worker.username}),
+        )
         self._on_blocked = on_blocked
         self._timeouts = timeouts or ProxyTimeouts()
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[object]] = set()
+        self._connections: dict[asyncio.Task[object], _Connection] = {}
         self._closing = False
         self.blocked_total = 0
         """Requests refused by the policy since start."""
@@ -143,7 +181,12 @@ class EgressProxy:
         *,
         on_blocked: Callable[[str, str], None] | None = None,
     ) -> EgressProxy:
-        return cls(policy, max_connections=settings.egress_max_connections, on_blocked=on_blocked)
+        return cls(
+            policy,
+            max_connections=settings.egress_max_connections,
+            per_context=settings.egress_connections_per_context,
+            on_blocked=on_blocked,
+        )
 
     @property
     def port(self) -> int:
@@ -160,11 +203,20 @@ class EgressProxy:
     @property
     def access(self) -> ProxyAccess:
         """What a client of this worker needs to use the proxy; pass it on, never log it."""
-        return ProxyAccess(url=self.url, credential=self._credential)
+        return ProxyAccess(url=self.url, keys=self._keys)
 
     @property
     def active_connections(self) -> int:
         return len(self._connections)
+
+    @property
+    def evicted_total(self) -> int:
+        """Connections closed to make room: past an owner's limit, or for a newcomer."""
+        return self._owners.evicted_total
+
+    def held_by(self, owner: str) -> int:
+        """Connections the holder of credential user name `owner` has open now."""
+        return self._owners.held(owner)
 
     @property
     def refused_total(self) -> int:
@@ -174,7 +226,12 @@ class EgressProxy:
     async def __aenter__(self) -> Self:
         host, port = self._bind
         self._server = await asyncio.start_server(self._serve, host, port, limit=MAX_HEAD_BYTES)
-        log.info("proxy.started", port=self.port, max_connections=self._slots.capacity)
+        log.info(
+            "proxy.started",
+            port=self.port,
+            max_connections=self._slots.capacity,
+            per_context=self._owners.per_owner,
+        )
         _warn_if_descriptors_short(self._slots.capacity)
         return self
 
@@ -201,6 +258,7 @@ class EgressProxy:
             blocked_total=self.blocked_total,
             unauthorized_total=self.unauthorized_total,
             refused_total=self.refused_total,
+            evicted_total=self.evicted_total,
         )
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -208,25 +266,46 @@ class EgressProxy:
         if task is None or self._closing:
             writer.transport.abort()
             return
-        if not self._slots.admit():
+        if not self._admit():
             writer.transport.abort()
             self._report_refusals()
             return
-        self._connections.add(task)
         client = Stream(reader=reader, writer=writer)
+        connection = _Connection(task=task, client=client, activity=Activity())
+        self._connections[task] = connection
         try:
-            await self._handle(client)
+            await self._handle(connection)
         except asyncio.CancelledError:
-            # Only __aexit__ cancels these tasks, and this is their outermost frame: ending
-            # normally keeps Python 3.11's stream callback from logging a cancelled task.
+            # __aexit__ and evictions cancel these tasks, and this is their outermost frame:
+            # ending normally keeps Python 3.11's stream callback from logging a cancelled task.
             pass
         except Exception:  # a loop boundary: one broken connection must not stop the proxy
             log.exception("proxy.connection_failed")
         finally:
-            self._connections.discard(task)
-            self._slots.release()
+            self._connections.pop(task, None)
+            self._uncount(connection)
             writer.close()
             self._report_refusals()  # what was refused since the last line, once it is due
+
+    def _admit(self) -> bool:
+        """Take a slot for a new connection, evicting a greedy owner's one when full."""
+        if self._slots.open >= self._slots.capacity:
+            victim = self._owners.victim_for_newcomer()
+            if victim is not None:
+                self._evict(victim, "proxy_full")
+        return self._slots.admit()
+
+    def _evict(self, victim: _Connection, reason: str) -> None:
+        self._uncount(victim)
+        victim.evict()
+        log.debug("proxy.evicted", reason=reason)
+
+    def _uncount(self, connection: _Connection) -> None:
+        """The connection stops counting against the cap and its owner's limit (once)."""
+        self._owners.forget(connection)
+        if connection.counted:
+            connection.counted = False
+            self._slots.release()
 
     def _report_refusals(self) -> None:
         refused = self._slots.refusals_to_report()
@@ -238,14 +317,19 @@ class EgressProxy:
                 max_connections=self._slots.capacity,
             )
 
-    async def _handle(self, client: Stream) -> None:
+    async def _handle(self, connection: _Connection) -> None:
+        client = connection.client
         head = await self._read_head(client)
         if head is None:
             return
-        if not self._credential.admits(head.header("proxy-authorization")):
+        owner = self._keys.owner(head.header("proxy-authorization"))
+        if owner is None:
             self.unauthorized_total += 1
             await self._send(client, replies.unauthorized(REALM))
             return
+        own = self._owners.attribute(connection, owner)
+        if own is not None:
+            self._evict(own, "context_limit")
         try:
             target = _target_of(head, self._policy)
             addresses = await self._policy.resolve_and_check(target.host, target.port)
@@ -256,7 +340,7 @@ class EgressProxy:
         except UnresolvableHostError as exc:
             await self._send(client, replies.failed("dns", str(exc)))
         else:
-            await self._relay(client, head, target, addresses)
+            await self._relay(connection, head, target, addresses)
 
     async def _read_head(self, client: Stream) -> RequestHead | None:
         """The request head; None (after answering 400 where useful) when there is none."""
@@ -273,8 +357,13 @@ class EgressProxy:
         return None
 
     async def _relay(
-        self, client: Stream, head: RequestHead, target: _Target, addresses: list[IPAddress]
+        self,
+        connection: _Connection,
+        head: RequestHead,
+        target: _Target,
+        addresses: list[IPAddress],
     ) -> None:
+        client, activity = connection.client, connection.activity
         try:
             upstream = await open_upstream(addresses, target.port, self._timeouts.connect_s)
         except TimeoutError:
@@ -286,11 +375,33 @@ class EgressProxy:
         try:
             if head.is_connect:
                 await self._send(client, replies.ESTABLISHED, close=False)
+                idle_s = self._timeouts.idle_s
+                await Tunnel(
+                    client=client, upstream=upstream, idle_s=idle_s, activity=activity
+                ).run()
             else:
-                upstream.writer.write(origin_head(head, absolute_target(head)))
-            await Tunnel(client=client, upstream=upstream, idle_s=self._timeouts.idle_s).run()
+                await self._exchange(connection, upstream, head, target)
         finally:
             upstream.writer.close()
+
+    async def _exchange(
+        self, connection: _Connection, upstream: Stream, head: RequestHead, target: _Target
+    ) -> None:
+        """One plain-http request and its answer; the browser's connection closes after it."""
+        client = connection.client
+        exchange = Exchange(
+            client=client,
+            activity=connection.activity,
+            upstream=upstream,
+            head=head,
+            origin_head=origin_head(head, absolute_target(head)),
+            body_length=body_length(head),
+            idle_s=self._timeouts.idle_s,
+        )
+        try:
+            await exchange.run()
+        except BadResponseError as exc:
+            await self._send(client, replies.failed("connection", f"{target.label}: {exc}"))
 
     async def _refuse(self, client: Stream, target: str, reason: str) -> None:
         self.blocked_total += 1
@@ -330,5 +441,6 @@ def _target_of(head: RequestHead, policy: UrlPolicy) -> _Target:
     url = absolute_target(head)
     if url.scheme != "http":
         raise BadRequestError("only http:// is forwarded; https goes through CONNECT")
+    body_length(head)  # a body the proxy cannot delimit is refused before connecting
     port = DEFAULT_PORTS[url.scheme] if url.port is None else url.port
     return _Target(host=url.hostname or "", port=port, label=head.target)

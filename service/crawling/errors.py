@@ -46,6 +46,12 @@ _NET_ERRORS: Final = (
 other network error Chromium reports."""
 
 
+_AUTH_ERRORS: Final = ("ERR_INVALID_AUTH_CREDENTIALS", "ERR_UNEXPECTED_PROXY_AUTH")
+"""How Chromium gives up on an authentication challenge it cannot answer. With proxy
+credentials Playwright takes every challenge over the DevTools protocol and leaves a site's to
+the browser, which, headless and without a login, gives up on it this way."""
+
+
 class PageFailedError(CrawlstreamError):
     """The page ends with a failed result: `code` and `message` go onto it."""
 
@@ -70,6 +76,14 @@ class FailedNavigation:
     renderer_died: bool = False
     """The page's renderer process was gone when the navigation failed (killed, e.g. by the
     kernel's OOM killer): Chromium then aborts the navigation as it does for a download."""
+
+    @property
+    def challenged(self) -> bool:
+        """The server answered with a challenge for credentials (401, or 407 from a site
+        inside a tunnel): the browser has none to give and drops the answer with
+        `ERR_INVALID_AUTH_CREDENTIALS` (or `ERR_UNEXPECTED_PROXY_AUTH`). The site did answer:
+        an HTTP error with that status, not a broken network."""
+        return self.status is not None and any(error in self.error for error in _AUTH_ERRORS)
 
     @property
     def answered_without_page(self) -> bool:
@@ -106,8 +120,9 @@ def classify_navigation(failure: FailedNavigation) -> tuple[ErrorCode, str]:
     blocked = _blocked(failure)
     if blocked is not None:
         return ErrorCode.BLOCKED, blocked
-    if failure.answered_without_page:
-        return ErrorCode.DOWNLOAD, f"{failure.url}: the answer is not a page (a download)"
+    answered = _answered(failure)
+    if answered is not None:
+        return answered
     code = classify_message(failure.error)
     if code == ErrorCode.INTERNAL:
         code = ErrorCode.CONNECTION
@@ -130,4 +145,16 @@ def _blocked(failure: FailedNavigation) -> str | None:
             f"{failure.url}: the browser abandoned the navigation without an answer"
             " (a redirect to a javascript: or view-source: URL)"
         )
+    return None
+
+
+def _answered(failure: FailedNavigation) -> tuple[ErrorCode, str] | None:
+    """The code of a navigation the server did answer, though the browser shows nothing."""
+    if failure.challenged:
+        return (
+            ErrorCode.HTTP_ERROR,
+            f"HTTP {failure.status} (asks for credentials) at {failure.url}",
+        )
+    if failure.answered_without_page:
+        return ErrorCode.DOWNLOAD, f"{failure.url}: the answer is not a page (a download)"
     return None

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
@@ -42,6 +43,10 @@ EXTRACTION_SHARE: Final = 0.25
 HTTP_ERROR_FROM: Final = 400
 
 HTTP_FORBIDDEN: Final = 403
+"""The egress proxy's status for a target the URL policy forbids."""
+
+HTTP_BAD_GATEWAY: Final = 502
+"""The egress proxy's status for a target it could not resolve or reach."""
 
 NO_CONTENT: Final = frozenset({204, 205})
 """Statuses that answer a navigation with nothing to show: an ok result without content."""
@@ -200,7 +205,10 @@ async def _goto_failed(
         raise exc
     if failure.answered_without_page and failure.status in NO_CONTENT:
         return await _no_content(failure.url, failure.status, options, max_bytes)
-    raise PageFailedError(*classify_navigation(failure)) from exc
+    code, message = classify_navigation(failure)
+    if failure.challenged:  # the site answered: its status goes on the result
+        return failed(code, message, final_url=failure.url, status_code=failure.status)
+    raise PageFailedError(code, message) from exc
 
 
 def _made(response: Response, reading: Reading) -> bool:
@@ -315,17 +323,28 @@ def proxy_failure(response: Response | None) -> PageContent | None:
     """The egress proxy answered instead of the target: it refused it or could not reach it."""
     if response is None:
         return None
-    return proxy_refusal(response.url, response.headers)
+    return proxy_refusal(response.url, response.status, response.headers)
 
 
-def proxy_refusal(url: str, headers: Mapping[str, str]) -> PageContent | None:
-    """The result when `headers` (lower-case names, or a case-insensitive mapping) are the
-    egress proxy's own answer: 403 with `x-crawlstream-blocked` for a target the policy
-    forbids, 502 with `x-crawlstream-error` for one it could not resolve or reach."""
-    if BLOCKED_HEADER in headers:
+def proxy_refusal(url: str, status: int, headers: Mapping[str, str]) -> PageContent | None:
+    """The result when the answer to a request for `url` is the egress proxy's own: only a
+    plain-http answer can be (the proxy strips its verdict headers from every site's answer it
+    forwards; an https answer comes through a tunnel, from the site itself). See
+    `proxy_verdict` for what the verdict looks like."""
+    if urlsplit(url).scheme.lower() != "http":
+        return None
+    return proxy_verdict(url, status, headers)
+
+
+def proxy_verdict(url: str, status: int, headers: Mapping[str, str]) -> PageContent | None:
+    """The result when `headers` (lower-case names, or a case-insensitive mapping) carry the
+    egress proxy's verdict on `url`: 403 with `x-crawlstream-blocked` for a target the policy
+    forbids, 502 with `x-crawlstream-error` for one it could not resolve or reach. Use it on
+    answers only the proxy gives (plain http, a CONNECT's answer)."""
+    if status == HTTP_FORBIDDEN and BLOCKED_HEADER in headers:
         return failed(ErrorCode.BLOCKED, f"{url}: {headers[BLOCKED_HEADER]}")
     code = headers.get(ERROR_HEADER)
-    if code is not None and code in _PROXY_CODES:
+    if status == HTTP_BAD_GATEWAY and code is not None and code in _PROXY_CODES:
         return failed(ErrorCode(code), f"{code} error for {url}")
     return None
 

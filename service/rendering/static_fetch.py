@@ -26,7 +26,7 @@ import aiohttp
 from aiohttp import hdrs
 
 from service.contracts import ErrorCode
-from service.crawling.fetch import PageContent, failed, proxy_refusal
+from service.crawling.fetch import PageContent, failed, proxy_refusal, proxy_verdict
 from service.crawling.url_policy import BlockedUrlError
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class StaticFetcher:
         except TimeoutError:
             return failed(ErrorCode.TIMEOUT, f"page did not finish within {timeout_s:.1f} s")
         except aiohttp.ClientHttpProxyError as exc:  # the proxy refused a CONNECT (https)
-            refused = proxy_refusal(str(exc.request_info.real_url), exc.headers or {})
+            refused = proxy_verdict(str(exc.request_info.real_url), exc.status, exc.headers or {})
             return refused or failed(ErrorCode.CONNECTION, f"egress proxy answered {exc.status}")
         except aiohttp.ClientSSLError as exc:
             return failed(ErrorCode.TLS, f"{url}: {exc}")
@@ -147,7 +147,7 @@ class StaticFetcher:
                 headers=self._proxy_auth if urlsplit(url).scheme == "http" else None,
                 allow_redirects=False,
             ) as response:
-                refused = proxy_refusal(url, response.headers)
+                refused = proxy_refusal(url, response.status, response.headers)
                 if refused is not None:
                     return refused
                 location = response.headers.get(hdrs.LOCATION)

@@ -12,6 +12,7 @@ import pytest
 from flood import flooding
 from harness import produce
 from listeners import ipv6_loopback_available, listening, local_ipv4_addresses, mdns_queries
+from testsite import serve
 
 from service.contracts import CrawlOptions, CrawlRequest, EventType, dump
 
@@ -151,3 +152,113 @@ async def test_a_connection_flood_leaves_the_worker_crawling_with_bounded_logs(
     assert refused > 0
     assert not [line for line in lines if "Too many open files" in line]
     print(f"flood: {refused} refused in the log, log +{grown} lines, during: {during.error}")  # noqa: T201
+
+
+HOGS = 4
+"""Requests whose page opens hundreds of connections at once. Chromium here lets one context
+hold 128 WebSockets and 6 fetches at the proxy: four such pages filled its cap of 512 on the
+old code (169 connections refused in 15 s)."""
+
+HOG_CONNECTIONS = 200
+"""WebSockets and hanging fetches each hog page opens (each)."""
+
+HOG_WEBSOCKETS_OPENED = HOGS * 120
+"""WebSocket handshakes the site sees once the hogs hold what they can (488 on the old code,
+where they filled the proxy)."""
+
+HOG_TIMEOUT_MS = 240_000
+"""The hog pages wait for a selector that never comes, for longer than the test runs: they
+are still open, holding what they can, when the other request is crawled."""
+
+
+async def test_a_page_that_hogs_connections_starves_only_its_own_request(
+    topics, collector, site, start_worker
+):
+    """Four requests whose page opens 200 WebSockets and 200 fetches that are never answered
+    each: while they hold all they can, another request's page (on another host, so the
+    per-host page limit does not queue it behind them) renders `ok`, and the proxy never
+    refuses a connection: each hog holds at most its context's share."""
+    async with serve("127.0.0.2") as other:
+        # Not the defaults, so that the hogs outlast the test: a page deadline above the
+        # default cap (60 s), and no settle wait (its script, run in a page busy opening 400
+        # connections, missed its own deadline and ended the hogs as `timeout` within 15 s).
+        worker = await start_worker(
+            CRAWL_MAX_PAGE_TIMEOUT=str(HOG_TIMEOUT_MS // 1000),
+            CRAWL_RENDER_SETTLE="0",
+            CRAWL_ALLOWED_HOSTS=f"127.0.0.1:{site.port},127.0.0.2:{other.port}",
+        )
+        hog = site.url(f"/abuse/hog?count={HOG_CONNECTIONS}")
+        opened = site.hits["/abuse/ws-hold"]
+        await produce(
+            topics,
+            [
+                _request(f"hog-{n}", [hog], wait_for="#never", timeout_ms=HOG_TIMEOUT_MS)
+                for n in range(HOGS)
+            ],
+        )
+        await collector.wait_until(
+            lambda _: site.hits["/abuse/ws-hold"] - opened >= HOG_WEBSOCKETS_OPENED,
+            deadline_s=180,
+        )
+        await produce(topics, [_request("bystander", [other.url("/page/21")])])
+        await collector.wait_until(lambda seen: seen.terminal("bystander"), deadline_s=180)
+    [result] = collector.seen.results_of("bystander")
+    assert result.ok, result.error
+    assert not any(collector.seen.terminal(f"hog-{n}") for n in range(HOGS))
+    saturated = [e for e in worker.events() if e.get("event") == "proxy.saturated"]
+    assert saturated == []
+
+
+KEEP_ALIVE_PAGE = b"<!doctype html><title>Keep-alive</title><h1>Kept alive</h1>" + b"".join(
+    f'<img src="/img/{n}.png" alt="">'.encode() for n in range(6)
+)
+"""The keep-alive site's page: its images are further requests on the browser's connections."""
+
+
+@contextlib.asynccontextmanager
+async def keep_alive_site():
+    """A raw HTTP site on 127.0.0.1 that answers every request head on a connection and keeps
+    the connection open, whatever `Connection: close` says; yields (port, heads received)."""
+    heads: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                heads.append(head)
+                body = KEEP_ALIVE_PAGE if head.startswith(b"GET / ") else b"x"
+                kind = b"text/html" if head.startswith(b"GET / ") else b"image/png"
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: "
+                    + kind
+                    + b"\r\nContent-Length: "
+                    + str(len(body)).encode()
+                    + b"\r\nConnection: keep-alive\r\n\r\n"
+                    + body
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    async with server:
+        yield server.sockets[0].getsockname()[1], heads
+
+
+async def test_a_site_that_keeps_connections_alive_never_sees_the_proxy_credential(
+    topics, collector, site, start_worker
+):
+    """Through Chromium: a page and its six images from a site that ignores `Connection:
+    close`; the page is ok and no request the site receives carries `Proxy-Authorization`
+    or is in absolute form (each went through the proxy's own parsing)."""
+    async with keep_alive_site() as (port, heads):
+        await start_worker(CRAWL_ALLOWED_HOSTS=f"127.0.0.1:{site.port},127.0.0.1:{port}")
+        await produce(topics, [_request("keep-alive", [f"http://127.0.0.1:{port}/"])])
+        await collector.wait_until(lambda seen: seen.terminal("keep-alive"), deadline_s=120)
+        [result] = collector.seen.results_of("keep-alive")
+    assert result.ok, result.error
+    assert len(heads) >= 2  # the page and at least one image
+    assert [head for head in heads if b"proxy-authorization" in head.lower()] == []
+    assert [head for head in heads if not head.startswith(b"GET /")] == []

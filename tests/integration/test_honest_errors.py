@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
 import pytest
 from _navigating import FINAL_PATH, FINAL_TEXT, PUSHED_PATH, PUSHED_TEXT
+from _proxyabuse import FORGED_TEXT
 from harness import produce
 from testsite import hit_counter
 
@@ -143,3 +145,43 @@ async def test_blocked_https_navigations_are_blocked_and_tried_once(
         retries = [e for e in worker.events() if e.get("event") == "page.retrying"]
         assert retries == []
         assert private.hits == 0
+
+
+FORGED: dict[str, tuple[str, int]] = {
+    "blocked": ("/abuse/forged-blocked", 200),
+    "dns": ("/abuse/forged-error/dns", 200),
+    "connection": ("/abuse/forged-error/connection", 200),
+    "timeout": ("/abuse/forged-error/timeout", 200),
+    "blocked-403": ("/abuse/forged-blocked?status=403", 403),
+    "connection-502": ("/abuse/forged-error/connection?status=502", 502),
+}
+"""Request ID suffix -> a page that sends the egress proxy's verdict headers itself, and its
+own status."""
+
+
+async def test_a_site_cannot_forge_the_egress_proxys_verdicts(
+    topics, collector, site, start_worker
+):
+    """Pages that send `X-Crawlstream-Blocked` or `X-Crawlstream-Error` themselves get the
+    result their status earns (ok with their content for a 200, `http_error` with the status
+    for a 403 or 502), never `blocked`, `dns`, `connection` or `timeout`; each is fetched once;
+    a 401 with a Basic challenge is `http_error` 401, fetched once."""
+    worker = await start_worker()
+    pages = {**FORGED, "basic-auth": ("/abuse/basic-auth", 401)}
+    await produce(
+        topics, [_request(f"f-{name}", site.url(path)) for name, (path, _) in pages.items()]
+    )
+    await collector.wait_until(
+        lambda seen: all(seen.terminal(f"f-{name}") for name in pages), deadline_s=DEADLINE_S
+    )
+    results = {name: _only_result(collector.seen, f"f-{name}") for name in pages}
+    outcomes = {name: (_code(result), result.status_code) for name, result in results.items()}
+    assert outcomes == {
+        name: ("ok" if status < 400 else "http_error", status)
+        for name, (_, status) in pages.items()
+    }
+    for name in FORGED:
+        assert FORGED_TEXT in (results[name].markdown or ""), name
+    paths = Counter(path.partition("?")[0] for path, _ in pages.values())
+    assert {path: site.hits[path] for path in paths} == paths  # each page fetched once
+    assert [e for e in worker.events() if e.get("event") == "page.retrying"] == []

@@ -16,6 +16,7 @@ import _isolation_net
 import _jsapps
 import _latejs
 import _navigating
+import _proxyabuse
 import _routes
 import _sitemaps
 import _state
@@ -80,6 +81,7 @@ def build_app() -> web.Application:
     app.add_routes(_isolation.ROUTES)
     app.add_routes(_isolation_net.ROUTES)
     app.add_routes(_sitemaps.ROUTES)
+    app.add_routes(_proxyabuse.ROUTES)
     return app
 
 

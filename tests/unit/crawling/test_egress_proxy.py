@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import socket
 from dataclasses import dataclass, field
@@ -437,3 +438,225 @@ async def test_a_connection_that_sends_no_head_is_closed_at_its_deadline_and_fre
         writer.close()
         await _wait_for(lambda: running.active_connections == 0, "the slot was freed")
         assert running.refused_total == 0
+
+
+@dataclass
+class RawOrigin:
+    """A raw HTTP origin that answers every request head on a connection with `answer` and
+    keeps the connection open, whatever `Connection: close` says."""
+
+    answer: bytes
+    port: int = 0
+    heads: list[bytes] = field(default_factory=list)
+
+
+@pytest.fixture
+async def raw_origin():
+    origin = RawOrigin(answer=b"")
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                origin.heads.append(await reader.readuntil(b"\r\n\r\n"))
+                writer.write(origin.answer)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    origin.port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield origin
+
+
+@pytest.fixture
+async def raw_proxy(raw_origin):
+    policy = UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{raw_origin.port}"])
+    async with EgressProxy(policy, credential=CREDENTIAL) as running:
+        yield running
+
+
+KEEP_ALIVE = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nfirst"
+
+
+async def test_a_second_request_on_a_connection_never_reaches_a_keep_alive_origin(
+    raw_proxy, raw_origin
+):
+    """An origin that ignores `Connection: close`: the browser gets the answer with
+    `Connection: close` and its connection is closed after it; a second request sent on the
+    same connection (with the worker's credential) never reaches the origin."""
+    raw_origin.answer = KEEP_ALIVE
+    url = f"http://127.0.0.1:{raw_origin.port}"
+    reader, writer = await asyncio.open_connection("127.0.0.1", raw_proxy.port)
+    try:
+        async with asyncio.timeout(DEADLINE_S):
+            writer.write(get(f"{url}/page"))
+            head = await reader.readuntil(b"\r\n\r\n")
+            body = await reader.readexactly(5)
+            rest = b""
+            with contextlib.suppress(ConnectionError):  # a reset is an end too
+                writer.write(get(f"{url}/favicon.ico"))
+                await writer.drain()
+                rest = await reader.read()
+    finally:
+        writer.close()
+    reply = _reply(head, body)
+    assert (reply.status, reply.body, rest) == (200, b"first", b"")
+    assert reply.headers["connection"] == "close"
+    assert len(raw_origin.heads) == 1
+    assert raw_origin.heads[0].startswith(b"GET /page HTTP/1.1\r\n")
+    assert b"proxy-authorization" not in b"".join(raw_origin.heads).lower()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nX-Crawlstream-Blocked: loopback\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nx-crawlstream-error: dns\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\nX-CRAWLSTREAM-ERROR : connection\nContent-Length: 2\n\nok",
+        (
+            b"HTTP/1.1 200 OK\r\nX-Other: a\r\n\tX-Crawlstream-Blocked: folded\r\n"
+            b"Content-Length: 2\r\n\r\nok"
+        ),
+    ],
+)
+async def test_a_sites_copy_of_the_proxys_verdict_headers_never_reaches_the_browser(
+    raw_proxy, raw_origin, answer
+):
+    """Whatever the spelling (case, blank before the colon, bare LF line ends), the browser
+    gets the site's page without the proxy's verdict headers."""
+    raw_origin.answer = answer
+    reply, _ = await exchange(raw_proxy.port, get(f"http://127.0.0.1:{raw_origin.port}/"))
+    assert (reply.status, reply.body) == (200, b"ok")
+    assert not [name for name in reply.headers if name.startswith("x-crawlstream")]
+
+
+@pytest.mark.parametrize(
+    ("answer", "body"),
+    [
+        (
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 99\r\n\r\n"
+                b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n"
+            ),
+            b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+        ),
+        (b"HTTP/1.1 204 No Content\r\n\r\n", b""),
+        (b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n" + KEEP_ALIVE, b"first"),
+    ],
+)
+async def test_an_answer_ends_where_its_framing_says_and_the_connection_closes(
+    raw_proxy, raw_origin, answer, body
+):
+    """Chunked (rewritten plainly, trailers dropped, no Content-Length), no body, and an
+    interim answer before the final one: the browser gets the body, then the end."""
+    raw_origin.answer = answer
+    reader, writer = await asyncio.open_connection("127.0.0.1", raw_proxy.port)
+    try:
+        async with asyncio.timeout(DEADLINE_S):
+            writer.write(get(f"http://127.0.0.1:{raw_origin.port}/"))
+            received = await reader.read()
+    finally:
+        writer.close()
+    assert received.startswith(b"HTTP/1.1 ")
+    assert received.endswith(b"Connection: close\r\n\r\n" + body)
+    assert b"content-length: 99" not in received.lower()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"",
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n",
+    ],
+)
+async def test_an_answer_that_cannot_be_passed_on_is_a_502_connection(
+    raw_proxy, raw_origin, answer
+):
+    raw_origin.answer = answer
+    reader, writer = await asyncio.open_connection("127.0.0.1", raw_proxy.port)
+    try:
+        async with asyncio.timeout(DEADLINE_S):
+            writer.write(get(f"http://127.0.0.1:{raw_origin.port}/"))
+            if not answer:
+                await _wait_for(lambda: raw_origin.heads, "the origin got the request")
+                writer.write_eof()  # the origin closes: the proxy sees an empty answer
+            received = await reader.read()
+    finally:
+        writer.close()
+    assert received.startswith(b"HTTP/1.1 502 ")
+    assert b"X-Crawlstream-Error: connection" in received
+
+
+async def test_a_chunked_request_body_is_refused_before_connecting(raw_proxy, raw_origin):
+    request = get(f"http://127.0.0.1:{raw_origin.port}/", "Transfer-Encoding: chunked")
+    reply, _ = await exchange(raw_proxy.port, request + b"0\r\n\r\n")
+    assert reply.status == 400
+    assert raw_origin.heads == []
+
+
+@pytest.fixture
+async def hanging_proxy(raw_origin, origins):
+    """A proxy in front of `raw_origin`, which never answers (hanging fetches), and of the
+    allowed echo origin; at most 4 connections, 2 per context."""
+    allowed, _ = origins
+    policy = UrlPolicy.create(
+        allowed_hosts=[f"127.0.0.1:{raw_origin.port}", f"127.0.0.1:{allowed.port}"]
+    )
+    async with EgressProxy(
+        policy, credential=CREDENTIAL, max_connections=4, per_context=2
+    ) as running:
+        yield running
+
+
+async def _hanging(proxy: EgressProxy, origin: RawOrigin, credential: ProxyCredential):
+    """A request with `credential` that the origin has received and never answers."""
+    received = len(origin.heads)
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+    auth = f"Proxy-Authorization: {credential.header_value}"
+    writer.write(get(f"http://127.0.0.1:{origin.port}/hang", auth=auth))
+    await _wait_for(lambda: len(origin.heads) > received, "the origin got the request")
+    return reader, writer
+
+
+async def test_a_context_past_its_limit_loses_its_own_oldest_connection(hanging_proxy, raw_origin):
+    """Context A holds its 2 connections with hanging requests; its third closes A's least
+    recently active one, and context B's connection is untouched."""
+    greedy, other = hanging_proxy.access.for_context(), hanging_proxy.access.for_context()
+    first = await _hanging(hanging_proxy, raw_origin, greedy)
+    second = await _hanging(hanging_proxy, raw_origin, greedy)
+    bystander = await _hanging(hanging_proxy, raw_origin, other)
+    third = await _hanging(hanging_proxy, raw_origin, greedy)
+    assert await _closed_by_peer(first[0])
+    assert hanging_proxy.held_by(greedy.username) == 2
+    assert hanging_proxy.held_by(other.username) == 1
+    assert hanging_proxy.evicted_total == 1
+    for _, writer in (first, second, bystander, third):
+        writer.close()
+
+
+async def test_a_full_proxy_makes_room_for_another_context_by_evicting_the_greediest(
+    hanging_proxy, raw_origin, origins
+):
+    """4 connections held (A 2, B 1, C 1): D's request is served, and it is A (more than its
+    share) that loses its least recently active connection, not the others."""
+    allowed, _ = origins
+    access = hanging_proxy.access
+    greedy = access.for_context()
+    held = [await _hanging(hanging_proxy, raw_origin, greedy) for _ in range(2)]
+    held += [await _hanging(hanging_proxy, raw_origin, access.for_context()) for _ in range(2)]
+    newcomer = access.for_context()
+    auth = f"Proxy-Authorization: {newcomer.header_value}"
+    reply, _ = await exchange(
+        hanging_proxy.port, get(f"http://127.0.0.1:{allowed.port}/served", auth=auth)
+    )
+    assert (reply.status, reply.body) == (200, b"GET /served 0")
+    assert await _closed_by_peer(held[0][0])
+    assert hanging_proxy.refused_total == 0
+    assert hanging_proxy.held_by(greedy.username) == 1
+    for _, writer in held:
+        writer.close()

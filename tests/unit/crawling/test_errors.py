@@ -6,6 +6,7 @@ import pytest
 
 from service.contracts import ErrorCode
 from service.crawling.errors import FailedNavigation, classify_message, classify_navigation
+from service.crawling.fetch import proxy_refusal, proxy_verdict
 
 SITE = "http://127.0.0.1:8080/moved"
 
@@ -113,3 +114,56 @@ def test_an_aborted_navigation_of_a_killed_renderer_is_a_browser_crash(status):
     code, message = classify_navigation(failure)
     assert code == ErrorCode.BROWSER_CRASH
     assert "renderer died" in message
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (f"Page.goto: net::ERR_INVALID_AUTH_CREDENTIALS at {SITE}", 401),
+        (f"Page.goto: net::ERR_UNEXPECTED_PROXY_AUTH at {SITE}", 407),
+    ],
+)
+def test_a_challenge_the_browser_cannot_answer_is_an_http_error(error, status):
+    """A 401 with `WWW-Authenticate: Basic` ends with ERR_INVALID_AUTH_CREDENTIALS in
+    Chromium (no login to give): the site answered, so it is `http_error` with its status,
+    never `connection` (which would be retried)."""
+    failure = FailedNavigation(error=error, url=SITE, status=status)
+    assert failure.challenged
+    code, message = classify_navigation(failure)
+    assert code == ErrorCode.HTTP_ERROR
+    assert f"HTTP {status}" in message
+
+
+def test_an_auth_error_without_an_answer_is_not_a_challenge():
+    """Without a status nothing was answered: the error stays a network error."""
+    failure = FailedNavigation(error="net::ERR_INVALID_AUTH_CREDENTIALS", url=SITE)
+    assert not failure.challenged
+    assert classify_navigation(failure)[0] == ErrorCode.CONNECTION
+
+
+@pytest.mark.parametrize(
+    ("url", "status", "headers"),
+    [
+        ("http://site.example/", 200, {"x-crawlstream-blocked": "loopback"}),
+        ("http://site.example/", 200, {"x-crawlstream-error": "connection"}),
+        ("http://site.example/", 502, {"x-crawlstream-blocked": "loopback"}),
+        ("http://site.example/", 403, {"x-crawlstream-error": "dns"}),
+        ("https://site.example/", 403, {"x-crawlstream-blocked": "loopback"}),
+        ("https://site.example/", 502, {"x-crawlstream-error": "timeout"}),
+    ],
+)
+def test_a_verdict_header_counts_only_on_an_answer_the_proxy_gives(url, status, headers):
+    """A site that sends the proxy's headers on its own status, or inside an https tunnel
+    (where only the site answers), gets no verdict from them."""
+    assert proxy_refusal(url, status, headers) is None
+
+
+def test_the_proxys_own_answers_are_verdicts():
+    blocked = proxy_refusal("http://a.example/", 403, {"x-crawlstream-blocked": "loopback"})
+    failed = proxy_refusal("http://a.example/", 502, {"x-crawlstream-error": "dns"})
+    tunnel = proxy_verdict("https://a.example/", 403, {"x-crawlstream-blocked": "private"})
+    assert [r.error.code if r and r.error else None for r in (blocked, failed, tunnel)] == [
+        ErrorCode.BLOCKED,
+        ErrorCode.DNS,
+        ErrorCode.BLOCKED,
+    ]

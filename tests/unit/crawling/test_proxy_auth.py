@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from service.crawling._proxy_auth import ProxyCredential
+from service.crawling._proxy_auth import ProxyCredential, ProxyKeys
 
 CREDENTIAL = ProxyCredential(username="worker", password="s3cret:with-colon")  # noqa: S106
 
@@ -62,3 +62,32 @@ def test_generated_credentials_are_random_and_never_shown():
     assert len(first.password) >= 32
     assert first.password not in repr(first)
     assert not first.admits(second.header_value)
+
+
+def test_each_context_credential_names_its_owner():
+    """Credentials derived for contexts are admitted and tell the contexts apart; the
+    worker's own credential names the worker."""
+    keys = ProxyKeys.generate(CREDENTIAL)
+    first, second = keys.for_context(), keys.for_context()
+    assert first.username != second.username
+    assert keys.owner(first.header_value) == first.username
+    assert keys.owner(second.header_value) == second.username
+    assert keys.owner(CREDENTIAL.header_value) == "worker"
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        "{name}:{password}x",
+        "{name}x:{password}",
+        "ctx-other:{password}",
+        "{name}",
+        "{name}:",
+    ],
+)
+def test_a_forged_context_credential_is_refused(forge):
+    """Only the worker's secret makes a context credential: no other name or password."""
+    keys = ProxyKeys.generate(CREDENTIAL)
+    real = keys.for_context()
+    assert keys.owner(_basic(forge.format(name=real.username, password=real.password))) is None
+    assert ProxyKeys.generate(CREDENTIAL).owner(real.header_value) is None  # another secret

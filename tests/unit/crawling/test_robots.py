@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from aiohttp import web
 
-from service.crawling.egress_proxy import EgressProxy, ProxyAccess, ProxyCredential
+from service.crawling.egress_proxy import EgressProxy, ProxyAccess, ProxyKeys
 from service.crawling.robots import (
     FAILURE_TTL_S,
     ROBOTS_TTL_S,
@@ -276,7 +276,7 @@ async def test_a_refusal_of_the_proxy_itself_is_no_answer_not_allow_all_for_an_h
     port = runner.addresses[0][1]
     try:
         async with EgressProxy(UrlPolicy.create(allowed_hosts=[f"127.0.0.1:{port}"])) as proxy:
-            wrong = ProxyAccess(url=proxy.url, credential=ProxyCredential.generate())
+            wrong = ProxyAccess(url=proxy.url, keys=ProxyKeys.generate())
             async with HttpRobotsSource(wrong, deadline_s=5.0) as source:
                 answer = await source.fetch(f"http://127.0.0.1:{port}/robots.txt")
     finally:
