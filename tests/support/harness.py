@@ -301,8 +301,11 @@ async def produce(topics: Topics, messages: list[tuple[bytes | None, bytes | Non
         await producer.stop()
 
 
-async def read_topic(bootstrap: str, topic: str, count: int, deadline_s: float) -> list[Any]:
-    """The first `count` records of `topic`, read from the beginning within the deadline."""
+async def read_topic(
+    bootstrap: str, topic: str, count: int, deadline_s: float, key: bytes | None = None
+) -> list[Any]:
+    """The first `count` records of `topic` (with `key`, if given: a topic other tests share),
+    read from the beginning within the deadline."""
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -316,7 +319,8 @@ async def read_topic(bootstrap: str, topic: str, count: int, deadline_s: float) 
         await consumer.start()
         async with asyncio.timeout(deadline_s):
             async for record in consumer:
-                records.append(record)
+                if key is None or record.key == key:
+                    records.append(record)
                 if len(records) >= count:
                     break
     finally:
