@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from testsite import TestSite
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`long_running` tests first, the rest in their order: the two test processes of
+    `make test` take one test at a time, so the short ones fill in around the long waits."""
+    items.sort(key=lambda item: item.get_closest_marker("long_running") is None)
+
+
 @pytest.fixture(scope="session")
 async def kafka() -> AsyncIterator[str]:
     """Bootstrap servers of a real broker: `KAFKA_BOOTSTRAP_SERVERS`, else one started here."""

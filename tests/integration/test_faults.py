@@ -81,6 +81,7 @@ async def test_browser_killed_mid_crawl_is_replaced_and_pages_retried(
     assert browser not in _browser_main_pids(worker.process.pid)
 
 
+@pytest.mark.long_running
 async def test_broker_down_for_a_minute_loses_nothing_and_renders_nothing_twice(site, tmp_path):
     """Stop the broker for 60 s mid-run and start it again: the worker reconnects, every
     request completes with all its results, and no page is rendered twice (what was rendered

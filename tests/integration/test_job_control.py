@@ -166,6 +166,7 @@ async def test_a_cancel_produced_before_its_request_renders_nothing(
     assert _hits(site, urls) == 0
 
 
+@pytest.mark.long_running
 async def test_a_cancelled_request_redelivered_after_a_kill_is_not_crawled_again(
     topics, collector, site, start_worker
 ):

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
     from service.settings import Settings
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_kafka_security")]
+"""One test process runs this module's tests: they share one SCRAM broker (`scram_broker`)."""
 
 USER, PASSWORD = "alice", "alice-secret"
 

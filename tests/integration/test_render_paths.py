@@ -11,7 +11,8 @@ from testsite import JS_KINDS, hit_counter, marker
 
 from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, EventType, dump
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_render_paths")]
+"""One test process runs this module's tests: they share one worker (`shared_worker`)."""
 
 DEADLINE_S = 300.0
 """Generous: two shared cores, one worker, a few dozen pages."""
