@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PARALLEL ?= -n 2 --dist loadgroup
+PARALLEL ?= -n 2 --dist loadfile
 
 .PHONY: setup demo test lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep clean
 
@@ -25,9 +25,9 @@ demo: setup
 ## Everything CI checks: lint, types, schemas in sync, unit and integration tests.
 ## Two test processes (`-n 2`, one per core; each starts its own broker): most of the
 ## integration tests' time is waiting (session timeouts after a kill -9, a broker outage,
-## slow pages), which the other process fills with work. `long_running` tests are collected
-## first and tests go out a few at a time, so the run does not end on a long one; a module
-## marked `xdist_group` stays in one process, which shares one worker among its tests.
+## slow pages), which the other process fills with work. Each test module runs in one
+## process (its module-scoped worker or broker is started once); the modules holding
+## `long_running` tests go out first, so the run does not end on a long one.
 test: setup lint
 	$(BIN)/pytest -q $(PARALLEL)
 

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`long_running` tests first, the rest in their order: the two test processes of
-    `make test` take one test at a time, so the short ones fill in around the long waits."""
+    """`long_running` tests first, the rest in their order: `make test` hands whole modules
+    to its two test processes in this order, so the longest go out first and the short ones
+    fill in around their waits."""
     items.sort(key=lambda item: item.get_closest_marker("long_running") is None)
 
 

@@ -24,12 +24,9 @@ from manifests import (
 
 from service.settings import Settings, env_name
 
-pytestmark = [
-    pytest.mark.skipif(
-        KUBECTL is None, reason="kubectl is not installed: the manifests cannot be rendered"
-    ),
-    pytest.mark.xdist_group("test_manifests"),  # one process renders the manifests once
-]
+pytestmark = pytest.mark.skipif(
+    KUBECTL is None, reason="kubectl is not installed: the manifests cannot be rendered"
+)
 
 KAFKA_TRIGGER_KEYS = frozenset({
     "bootstrapServers", "bootstrapServersFromEnv", "consumerGroup", "consumerGroupFromEnv",

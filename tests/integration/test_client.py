@@ -14,8 +14,7 @@ from service.contracts import (
     RecordSource,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_client")]
-"""One test process runs this module's tests: they share one worker (`shared_worker`)."""
+pytestmark = pytest.mark.integration
 
 
 async def test_crawl_returns_every_result_and_follow_sees_the_whole_run(

@@ -12,8 +12,7 @@ from testsite import hit_counter
 
 from service.contracts import CrawlOptions, CrawlRequest, EventType, dump
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_honest_errors")]
-"""One test process runs this module's tests: they share one worker (`shared_worker`)."""
+pytestmark = pytest.mark.integration
 
 DEADLINE_S = 300
 """Generous: two shared cores, one worker, a few dozen pages."""

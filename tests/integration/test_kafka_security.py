@@ -27,8 +27,7 @@ if TYPE_CHECKING:
 
     from service.settings import Settings
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_kafka_security")]
-"""One test process runs this module's tests: they share one SCRAM broker (`scram_broker`)."""
+pytestmark = pytest.mark.integration
 
 USER, PASSWORD = "alice", "alice-secret"
 

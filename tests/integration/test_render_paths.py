@@ -11,8 +11,7 @@ from testsite import JS_KINDS, hit_counter, marker
 
 from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, EventType, dump
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_render_paths")]
-"""One test process runs this module's tests: they share one worker (`shared_worker`)."""
+pytestmark = pytest.mark.integration
 
 DEADLINE_S = 300.0
 """Generous: two shared cores, one worker, a few dozen pages."""
