@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 from graphsite import serve_graph
-from harness import Topics, WorkerProcess, collecting, wait_for_leaders
+from harness import Topics, WorkerProcess, collecting, running_broker, wait_for_leaders
 from testsite import serve
 
-from service.broker import LocalBroker
 from service.messaging.topics import ensure_topics
 
 if TYPE_CHECKING:
@@ -35,7 +34,7 @@ async def kafka() -> AsyncIterator[str]:
     if existing:
         yield existing
         return
-    async with LocalBroker() as broker:
+    async with running_broker() as broker:
         yield broker.bootstrap_servers
 
 
