@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PARALLEL ?= -n 2 --dist loadfile
 
 .PHONY: setup demo test lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep bench-group clean
 
@@ -22,8 +23,13 @@ demo: setup
 	$(BIN)/crawlstream demo
 
 ## Everything CI checks: lint, types, schemas in sync, unit and integration tests.
+## Two test processes (`-n 2`, one per core; each starts its own broker): most of the
+## integration tests' time is waiting (session timeouts after a kill -9, a broker outage,
+## slow pages), which the other process fills with work. Each test module runs in one
+## process (its module-scoped worker or broker is started once); the modules holding
+## `long_running` tests go out first, so the run does not end on a long one.
 test: setup lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(PARALLEL)
 
 lint: setup
 	$(BIN)/ruff check service tests bench
@@ -34,7 +40,7 @@ unit: setup
 	$(BIN)/pytest -q tests/unit
 
 integration: setup
-	$(BIN)/pytest -q tests/integration
+	$(BIN)/pytest -q $(PARALLEL) tests/integration
 
 schemas: setup
 	$(BIN)/crawlstream schemas

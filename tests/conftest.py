@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 from graphsite import serve_graph
-from harness import Topics, WorkerProcess, collecting, wait_for_leaders
+from harness import Topics, WorkerProcess, collecting, running_broker, wait_for_leaders
 from testsite import serve
 
-from service.broker import LocalBroker
 from service.messaging.topics import ensure_topics
 
 if TYPE_CHECKING:
@@ -21,6 +20,13 @@ if TYPE_CHECKING:
     from testsite import TestSite
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`long_running` tests first, the rest in their order: `make test` hands whole modules
+    to its two test processes in this order, so the longest go out first and the short ones
+    fill in around their waits."""
+    items.sort(key=lambda item: item.get_closest_marker("long_running") is None)
+
+
 @pytest.fixture(scope="session")
 async def kafka() -> AsyncIterator[str]:
     """Bootstrap servers of a real broker: `KAFKA_BOOTSTRAP_SERVERS`, else one started here."""
@@ -28,7 +34,7 @@ async def kafka() -> AsyncIterator[str]:
     if existing:
         yield existing
         return
-    async with LocalBroker() as broker:
+    async with running_broker() as broker:
         yield broker.bootstrap_servers
 
 
@@ -45,13 +51,17 @@ async def graph_site() -> AsyncIterator[GraphSite]:
         yield running
 
 
-@pytest.fixture
-async def topics(kafka: str, site: TestSite) -> Topics:
-    """Topics and a group of this test's own; the test site is allowlisted."""
+async def _new_topics(kafka: str, site: TestSite) -> Topics:
     made = Topics(bootstrap=kafka, extra_env={"CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{site.port}"})
     await ensure_topics(made.settings())
     await wait_for_leaders(made)
     return made
+
+
+@pytest.fixture
+async def topics(kafka: str, site: TestSite) -> Topics:
+    """Topics and a group of this test's own; the test site is allowlisted."""
+    return await _new_topics(kafka, site)
 
 
 @pytest.fixture
@@ -77,4 +87,32 @@ async def start_worker(
 
     yield start
     for worker in started:
+        await worker.close()
+
+
+@pytest.fixture(scope="module")
+async def shared_topics(kafka: str, site: TestSite) -> Topics:
+    """Topics and a group that the tests of one module share with `shared_worker`."""
+    return await _new_topics(kafka, site)
+
+
+@pytest.fixture(scope="module")
+async def shared_collector(shared_topics: Topics) -> AsyncIterator[object]:
+    async with collecting(shared_topics) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+async def shared_worker(
+    shared_topics: Topics, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[WorkerProcess]:
+    """One default worker for the tests of a module that neither configure, restart nor kill
+    their worker (each tells its own work apart by request id): one start instead of one
+    per test."""
+    log = tmp_path_factory.mktemp("shared") / "shared.log"
+    worker = WorkerProcess(shared_topics.env(), log, "shared")
+    try:
+        await worker.start()
+        yield worker
+    finally:
         await worker.close()

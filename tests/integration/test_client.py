@@ -17,12 +17,13 @@ from service.contracts import (
 pytestmark = pytest.mark.integration
 
 
-async def test_crawl_returns_every_result_and_follow_sees_the_whole_run(topics, site, start_worker):
+async def test_crawl_returns_every_result_and_follow_sees_the_whole_run(
+    shared_topics, site, shared_worker
+):
     """`crawl()` returns one result per URL in order; `follow()` replays the run from the
     request's partition: accepted first, completed last, each result once."""
-    await start_worker()
     urls = [site.url("/page/11"), site.url("/status/404"), site.url("/page/12")]
-    async with CrawlClient(topics.settings()) as client:
+    async with CrawlClient(shared_topics.settings()) as client:
         results = await client.crawl(urls, CrawlOptions(formats=["markdown"]), timeout_s=180)
         assert [r.url for r in results] == urls
         assert [r.ok for r in results] == [True, False, True]
@@ -36,19 +37,22 @@ async def test_crawl_returns_every_result_and_follow_sees_the_whole_run(topics, 
     assert sorted(p.url for p in pages) == sorted(urls)
 
 
-async def test_two_submissions_with_one_request_id_are_followed_apart(topics, site, start_worker):
+async def test_two_submissions_with_one_request_id_are_followed_apart(
+    shared_topics, site, shared_worker
+):
     """Two records with one request_id both run; following each submission yields exactly its
     own results (one per URL, none dropped as the other's duplicate) and its own terminal
     event, and every message names that record as its `source`."""
-    await start_worker()
     urls = [site.url("/page/21"), site.url("/page/22")]
-    async with CrawlClient(topics.settings()) as client:
+    async with CrawlClient(shared_topics.settings()) as client:
         submissions = [
             await client.submit(urls, request_id="reused", metadata={"submission": n})
             for n in (1, 2)
         ]
         followed = [[m async for m in client.follow(s, timeout_s=180)] for s in submissions]
-    records = await read_topic(topics.bootstrap, topics.requests, count=2, deadline_s=60)
+    records = await read_topic(
+        shared_topics.bootstrap, shared_topics.requests, count=2, deadline_s=60, key=b"reused"
+    )
     sources = [
         RecordSource(topic=r.topic, partition=r.partition, offset=r.offset)
         for r in sorted(records, key=lambda r: r.offset)

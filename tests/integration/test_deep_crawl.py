@@ -81,6 +81,7 @@ COMBINATIONS = {
 }
 
 
+@pytest.mark.long_running
 async def test_result_urls_equal_the_reference_bfs(topics, collector, graph_site, start_worker):
     """Several (depth, max_pages, scope, include/exclude, sitemap, query, nofollow) crawls of
     the graph (cycles, fragments, query variants, off-site and private links, a nofollow
@@ -134,6 +135,7 @@ async def test_result_urls_equal_the_reference_bfs(topics, collector, graph_site
         assert later.total >= earlier.total
 
 
+@pytest.mark.long_running
 async def test_max_pages_is_never_exceeded_on_the_trap(topics, collector, graph_site, start_worker):
     """50 crawls of the infinite calendar with random budgets: exactly `max_pages` distinct
     result URLs every time (the reachable set is infinite), the reference's set."""
@@ -157,6 +159,7 @@ async def test_max_pages_is_never_exceeded_on_the_trap(topics, collector, graph_
         assert terminal.total == budget
 
 
+@pytest.mark.long_running
 async def test_a_killed_owner_loses_nothing(topics, collector, start_worker):
     """Two workers; the job's owner is killed with SIGKILL mid-crawl; the other finishes it
     with the result set of an uninterrupted crawl, no result_id names two URLs, and the

@@ -45,6 +45,7 @@ async def _group_offsets(bootstrap: str, group: str) -> dict[TopicPartition, tup
     return {tp: (meta.offset, meta.metadata or "") for tp, meta in found.items()}
 
 
+@pytest.mark.long_running
 async def test_a_request_that_kills_its_worker_is_quarantined_as_poison(
     topics, collector, site, start_worker
 ):
@@ -84,6 +85,7 @@ async def test_a_request_that_kills_its_worker_is_quarantined_as_poison(
     assert "request.poison" in [entry["event"] for entry in survivor.events()]
 
 
+@pytest.mark.long_running
 async def test_requests_completed_behind_an_unfinished_one_are_not_run_again(
     topics, collector, site, start_worker
 ):
@@ -119,6 +121,7 @@ async def test_requests_completed_behind_an_unfinished_one_are_not_run_again(
     assert sorted(e["offset"] for e in skipped) == [1, 2, 3, 4, 5]
 
 
+@pytest.mark.long_running
 async def test_a_draining_worker_keeps_its_requests_when_another_joins(
     topics, collector, site, start_worker
 ):
@@ -173,6 +176,7 @@ def _lag_partitions(samples: dict[str, float]) -> set[str]:
     return {name for name in samples if name.startswith("crawl_consumer_lag{")}
 
 
+@pytest.mark.long_running
 async def test_lag_counts_unfinished_requests_and_follows_ownership(
     topics, collector, site, start_worker
 ):

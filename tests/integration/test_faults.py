@@ -9,9 +9,16 @@ import signal
 from pathlib import Path
 
 import pytest
-from harness import Topics, WorkerProcess, chromium_pids, collecting, descendants, produce
+from harness import (
+    Topics,
+    WorkerProcess,
+    chromium_pids,
+    collecting,
+    descendants,
+    produce,
+    running_broker,
+)
 
-from service.broker import LocalBroker
 from service.contracts import CrawlRequest, EventType, dump
 from service.messaging.topics import ensure_topics
 
@@ -81,11 +88,12 @@ async def test_browser_killed_mid_crawl_is_replaced_and_pages_retried(
     assert browser not in _browser_main_pids(worker.process.pid)
 
 
+@pytest.mark.long_running
 async def test_broker_down_for_a_minute_loses_nothing_and_renders_nothing_twice(site, tmp_path):
     """Stop the broker for 60 s mid-run and start it again: the worker reconnects, every
     request completes with all its results, and no page is rendered twice (what was rendered
     is re-sent, not crawled again)."""
-    async with LocalBroker(data_dir=tmp_path / "kafka") as broker:
+    async with running_broker(data_dir=tmp_path / "kafka") as broker:
         topics = Topics(
             bootstrap=broker.bootstrap_servers,
             extra_env={"CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{site.port}"},

@@ -84,21 +84,22 @@ CORPUS: dict[str, tuple[str, dict[str, object], Expect]] = {
 """Request ID suffix -> page, options, expected result."""
 
 
-async def test_ordinary_pages_never_get_internal(topics, collector, site, start_worker):
+async def test_ordinary_pages_never_get_internal(
+    shared_topics, shared_collector, site, shared_worker
+):
     """Meta refresh, script redirects and pushState end ok on the final page; redirects to
     file:, data:, javascript: and other schemes are blocked; selectors the browser cannot
     evaluate are `invalid_selector`; iframes, a 1,000,000-character title, a 204 and a page
     navigating while it is read end ok; a client-side redirect loop is `http_error`. No page
     gets `internal`."""
-    await start_worker()
     await produce(
-        topics,
+        shared_topics,
         [_request(f"o-{name}", site.url(path), **opts) for name, (path, opts, _) in CORPUS.items()],
     )
-    await collector.wait_until(
+    await shared_collector.wait_until(
         lambda seen: all(seen.terminal(f"o-{name}") for name in CORPUS), deadline_s=DEADLINE_S
     )
-    results = {name: _only_result(collector.seen, f"o-{name}") for name in CORPUS}
+    results = {name: _only_result(shared_collector.seen, f"o-{name}") for name in CORPUS}
     outcomes = {name: _code(result) for name, result in results.items()}
     assert outcomes == {name: expect.code or "ok" for name, (_, _, expect) in CORPUS.items()}
     for name, (_, _, expect) in CORPUS.items():
@@ -110,19 +111,18 @@ async def test_ordinary_pages_never_get_internal(topics, collector, site, start_
             assert expect.text in (result.markdown or ""), name
         if expect.status is not None:
             assert result.status_code == expect.status, name
-    [long_title] = collector.seen.results_of("o-long-title")
+    [long_title] = shared_collector.seen.results_of("o-long-title")
     assert len(long_title.title or "") >= LONG_TITLE_CHARS - 1
 
 
 async def test_blocked_https_navigations_are_blocked_and_tried_once(
-    topics, collector, site, start_worker
+    shared_topics, shared_collector, site, shared_worker
 ):
     """A server redirect, a meta refresh and a script navigation to a private https target
     (refused by the egress proxy at CONNECT, which Chromium reports as a tunnel failure) end
     `blocked`, not `connection`: the page is fetched once, never retried, and the private
     server receives nothing."""
     async with hit_counter("127.0.0.2") as private:
-        worker = await start_worker()
         target = f"https://127.0.0.2:{private.port}/"
         pages = {
             "https-redirect": _to("/nav/redirect/https-redirect", target),
@@ -130,11 +130,11 @@ async def test_blocked_https_navigations_are_blocked_and_tried_once(
             "https-script": _to("/nav/script-redirect/https-script", target, when="load"),
         }
         requests = [_request(f"x-{name}", site.url(path)) for name, path in pages.items()]
-        await produce(topics, requests)
-        await collector.wait_until(
+        await produce(shared_topics, requests)
+        await shared_collector.wait_until(
             lambda seen: all(seen.terminal(f"x-{name}") for name in pages), deadline_s=DEADLINE_S
         )
-        results = {name: _only_result(collector.seen, f"x-{name}") for name in pages}
+        results = {name: _only_result(shared_collector.seen, f"x-{name}") for name in pages}
         outcomes = {
             name: (_code(results[name]), site.hits[path.partition("?")[0]])
             for name, path in pages.items()
@@ -142,7 +142,12 @@ async def test_blocked_https_navigations_are_blocked_and_tried_once(
         assert outcomes == dict.fromkeys(pages, ("blocked", 1))
         for result in results.values():
             assert "refused by the URL policy" in (result.error.message if result.error else "")
-        retries = [e for e in worker.events() if e.get("event") == "page.retrying"]
+        urls = {site.url(path) for path in pages.values()}  # the worker serves other tests too
+        retries = [
+            e
+            for e in shared_worker.events()
+            if e.get("event") == "page.retrying" and e.get("url") in urls
+        ]
         assert retries == []
         assert private.hits == 0
 

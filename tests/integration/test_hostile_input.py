@@ -149,6 +149,7 @@ HOSTILE = {
 }
 
 
+@pytest.mark.long_running
 async def test_hostile_pages_end_with_a_result_and_leave_the_worker_healthy(
     topics, collector, site, start_worker
 ):

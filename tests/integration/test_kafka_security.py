@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 from aiokafka import AIOKafkaConsumer
-from harness import Topics, WorkerProcess
+from harness import Topics, WorkerProcess, running_broker
 
-from service.broker import LocalBroker
 from service.broker.local import SCRAM_MECHANISM
 from service.contracts import CrawlRequest, PageResult, dump
 from service.messaging.chunks import Reassembler
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
 
     from testsite import TestSite
 
+    from service.broker import LocalBroker
     from service.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ RESULT_DEADLINE_S = 180.0
 @pytest.fixture(scope="module")
 async def scram_broker() -> AsyncIterator[LocalBroker]:
     """A broker of this module's own whose only client listener wants SCRAM-SHA-256."""
-    async with LocalBroker(scram_users={USER: PASSWORD}) as broker:
+    async with running_broker(scram_users={USER: PASSWORD}) as broker:
         yield broker
 
 

@@ -15,6 +15,7 @@ LIMIT_BYTES = 1200 * 2**20
 
 
 @pytest.mark.skipif(writable_hierarchy() is None, reason="no writable memory cgroup here")
+@pytest.mark.long_running
 async def test_memory_flood_under_a_hard_limit(topics, collector, site, start_worker):
     """100 pages whose scripts allocate 60-150 MB each, in 10-URL requests, through a worker
     limited to 1.2 GiB: no OOM kill, every page has a result, the consumer paused, and no

@@ -42,6 +42,14 @@ async def _crawl(topics, collector, messages: list[tuple[bytes, bytes]]) -> None
         assert terminal.type == EventType.COMPLETED, (rid, terminal)
 
 
+def _similarity(a: str | None, b: str | None) -> float:
+    """difflib's ratio of the two texts. Equal texts are 1.0 without running it: on a 50 kB
+    page `SequenceMatcher(autojunk=False)` spends some 20 s of CPU to say so."""
+    if a == b:
+        return 1.0
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
 def _by_url(collector, request_id: str) -> dict[str, object]:
     return {result.url: result for result in collector.seen.results_of(request_id)}
 
@@ -100,21 +108,23 @@ async def test_auto_sends_a_host_straight_to_the_browser_once_it_learned(
 
 
 async def test_http_gives_the_browsers_extraction_on_static_pages(
-    topics, collector, site, start_worker
+    shared_topics, shared_collector, site, shared_worker
 ):
     """The same static pages through both paths: equal title, links and metadata, and
     Markdown and text at least 98% alike; `rendered_by` names the path."""
-    await start_worker()
     urls = [site.url(path) for path in ("/page/5", "/page/77", "/app/static/3", "/")]
     await _crawl(
-        topics,
-        collector,
+        shared_topics,
+        shared_collector,
         [
             _request("same-http", urls, render="http", formats=FORMATS),
             _request("same-browser", urls, render="browser", formats=FORMATS),
         ],
     )
-    by_http, by_browser = _by_url(collector, "same-http"), _by_url(collector, "same-browser")
+    by_http, by_browser = (
+        _by_url(shared_collector, "same-http"),
+        _by_url(shared_collector, "same-browser"),
+    )
     for url in urls:
         http, browser = by_http[url], by_browser[url]
         assert (http.ok, http.rendered_by, browser.rendered_by) == (True, "http", "browser")
@@ -123,19 +133,18 @@ async def test_http_gives_the_browsers_extraction_on_static_pages(
         assert http.links == browser.links, url
         assert http.metadata == browser.metadata, url
         for field in ("markdown", "text"):
-            ratio = difflib.SequenceMatcher(
-                None, getattr(http, field), getattr(browser, field), autojunk=False
-            ).ratio()
+            ratio = _similarity(getattr(http, field), getattr(browser, field))
             assert ratio >= MARKDOWN_SIMILARITY, (url, field, ratio)
 
 
-async def test_the_url_policy_holds_on_the_http_path(topics, collector, site, start_worker):
+async def test_the_url_policy_holds_on_the_http_path(
+    shared_topics, shared_collector, site, shared_worker
+):
     """Private and numeric loopback spellings, metadata and private addresses, a port that is
     not an egress port, other schemes, and redirects to a private http or https target or to
     `file:` are `blocked` with `render: http` and `auto`, as with the browser; the private
     server counts 0 hits."""
     async with hit_counter() as private:
-        await start_worker()
         port = private.port
         targets = {
             "loop": f"http://127.0.0.1:{port}/",
@@ -161,12 +170,12 @@ async def test_the_url_policy_holds_on_the_http_path(topics, collector, site, st
         ]
         embed = site.url(f"/hostile/private-embed?target={private.url}/e")
         messages.append(_request("http-embed", [embed], render="http"))
-        await _crawl(topics, collector, messages)
+        await _crawl(shared_topics, shared_collector, messages)
         for key, _ in messages[:-1]:
-            [result] = collector.seen.results_of(key.decode())
+            [result] = shared_collector.seen.results_of(key.decode())
             assert result.error is not None, key
             assert result.error.code.value == "blocked", (key, result.error)
-        [embedded] = collector.seen.results_of("http-embed")
+        [embedded] = shared_collector.seen.results_of("http-embed")
         assert (embedded.status_code, embedded.rendered_by) == (200, "http")
         assert private.hits == 0
 
@@ -206,18 +215,19 @@ async def test_http_says_what_it_cannot_do(topics, collector, site, start_worker
     assert len((large.html or "").encode()) <= 200_000
 
 
-async def test_a_deep_crawl_with_http_follows_links(topics, collector, site, start_worker):
+async def test_a_deep_crawl_with_http_follows_links(
+    shared_topics, shared_collector, site, shared_worker
+):
     """A deep crawl of the test site with `render: http` admits the seed's links and renders
     every page over HTTP."""
-    await start_worker()
     request = CrawlRequest(
         request_id="deep-http",
         urls=[site.url("/page/900")],
         options=CrawlOptions(render="http"),
         crawl=CrawlSpec(max_depth=1, max_pages=12),
     )
-    await _crawl(topics, collector, [(b"deep-http", dump(request))])
-    results = collector.seen.results_of("deep-http")
+    await _crawl(shared_topics, shared_collector, [(b"deep-http", dump(request))])
+    results = shared_collector.seen.results_of("deep-http")
     assert len(results) == 12
     assert {(r.ok, r.rendered_by) for r in results} == {(True, "http")}
     assert {r.depth for r in results} == {0, 1}

@@ -1,4 +1,7 @@
-"""Transient failures are retried within bounds; robots.txt is obeyed when asked."""
+"""Transient failures are retried within bounds, end to end (Retry-After as Chromium reports
+it). A 404 not retried and robots.txt obeyed are unit tests of the run on in-memory fakes
+(tests/unit/worker/test_run.py); robots.txt through the egress proxy is in
+tests/unit/crawling/test_robots.py."""
 
 from __future__ import annotations
 
@@ -74,44 +77,3 @@ async def test_flaky_pages_succeed_after_retries_and_give_up_past_the_limit(
     assert _retries(worker, f"{run}-busy") == ["http_503", "http_503"]
     assert _retries(worker, f"{run}-limited") == ["http_429", "http_429"]
     assert _retries(worker, f"{run}-down") == ["http_503", "http_503"]
-
-
-async def test_not_found_is_not_retried(topics, collector, site, start_worker):
-    """A 404 is a final answer: one hit, no retry."""
-    worker = await start_worker()
-    path = f"/status/404?n={uuid.uuid4().hex}"
-    await produce(topics, [_request("r-404", [site.url(path)])])
-    await collector.wait_until(lambda seen: seen.terminal("r-404"), deadline_s=DEADLINE_S)
-    [result] = _final_results(collector.seen, "r-404").values()
-    assert result.error is not None
-    assert (result.error.code.value, result.status_code) == ("http_error", 404)
-    assert _retries(worker, path) == []
-
-
-async def test_robots_txt_is_respected_when_asked(topics, collector, site, start_worker):
-    """With `respect_robots`, a disallowed URL gets `robots` without being fetched, an allowed
-    one is crawled, and robots.txt is fetched once; without it, the private page is crawled."""
-    await start_worker()
-    private = f"/private/{uuid.uuid4().hex[:8]}"
-    robots_before = site.hits["/robots.txt"]
-    await produce(
-        topics,
-        [
-            _request("r-robots", [site.url(private), site.url("/page/1")], respect_robots=True),
-            _request("r-ignore", [site.url(private + "-x")]),
-        ],
-    )
-    await collector.wait_until(
-        lambda seen: seen.terminal("r-robots") and seen.terminal("r-ignore"),
-        deadline_s=DEADLINE_S,
-    )
-
-    results = _final_results(collector.seen, "r-robots")
-    refused, crawled = results[site.url(private)], results[site.url("/page/1")]
-    assert refused.error is not None
-    assert (refused.ok, refused.error.code.value) == (False, "robots")
-    assert site.hits[private] == 0
-    assert (crawled.ok, crawled.status_code) == (True, 200)
-    assert site.hits["/robots.txt"] - robots_before == 1
-    [ignored] = _final_results(collector.seen, "r-ignore").values()
-    assert (ignored.ok, ignored.status_code) == (True, 200)

@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from _pages import MULTIBYTE_LINE
 from aiokafka.partitioner import murmur2
-from harness import Topics, WorkerProcess
+from harness import Topics, WorkerProcess, running_broker
 from kcat import follow_in_terminal, kcat_or_skip, run, shell_commands
 
-from service.broker import LocalBroker
 from service.contracts import EventType, PageResult, ProgressEvent
 
 if TYPE_CHECKING:
@@ -27,6 +26,8 @@ if TYPE_CHECKING:
 
     from kcat import Ran
     from testsite import TestSite
+
+    from service.broker import LocalBroker
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +60,7 @@ CHUNK_CONTENT_TYPE = "application/vnd.crawlstream.chunk"
 @pytest.fixture
 async def fresh_broker() -> AsyncIterator[LocalBroker]:
     """A broker of this test's own: no topic exists yet and no worker has run against it."""
-    async with LocalBroker() as broker:
+    async with running_broker() as broker:
         yield broker
 
 

@@ -119,6 +119,7 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.long_running
 async def test_kill_one_worker_loses_nothing(topics, collector, site, start_worker):
     """Kill -9 one of two workers mid-flight: every request still ends (from the survivor);
     duplicates carry the same result_id."""

@@ -18,7 +18,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
+from service.broker import LocalBroker
 from service.contracts import PageResult, ProgressEvent
+from service.errors import BrokerUnavailableError
 from service.messaging.chunks import Reassembler
 from service.settings import Settings
 
@@ -26,6 +28,34 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
 WORKER_START_DEADLINE_S = 90.0
+
+BROKER_START_TRIES = 3
+"""A local broker's ports are picked free, then bound by Java seconds later (after it formats
+its storage): on a busy machine another process's connection may take one meanwhile, and the
+broker exits with `Address already in use`. Each try picks new ports (and a new data dir)."""
+
+
+@contextlib.asynccontextmanager
+async def running_broker(
+    data_dir: Path | None = None, **options: Any
+) -> AsyncIterator[LocalBroker]:
+    """`LocalBroker(**options)`, started within `BROKER_START_TRIES` tries, stopped on exit."""
+    for attempt in range(1, BROKER_START_TRIES + 1):
+        where = None if data_dir is None else data_dir.with_name(f"{data_dir.name}-{attempt}")
+        broker = LocalBroker(data_dir=where, **options)
+        try:
+            await broker.start()
+        except BrokerUnavailableError as exc:
+            await broker.stop()
+            if attempt == BROKER_START_TRIES:
+                raise
+            print(f"broker start {attempt} failed ({exc}); trying new ports")  # noqa: T201
+            continue
+        try:
+            yield broker
+        finally:
+            await broker.stop()
+        return
 
 
 @dataclass
@@ -302,8 +332,11 @@ async def produce(topics: Topics, messages: list[tuple[bytes | None, bytes | Non
         await producer.stop()
 
 
-async def read_topic(bootstrap: str, topic: str, count: int, deadline_s: float) -> list[Any]:
-    """The first `count` records of `topic`, read from the beginning within the deadline."""
+async def read_topic(
+    bootstrap: str, topic: str, count: int, deadline_s: float, key: bytes | None = None
+) -> list[Any]:
+    """The first `count` records of `topic` (with `key`, if given: a topic other tests share),
+    read from the beginning within the deadline."""
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -317,7 +350,8 @@ async def read_topic(bootstrap: str, topic: str, count: int, deadline_s: float) 
         await consumer.start()
         async with asyncio.timeout(deadline_s):
             async for record in consumer:
-                records.append(record)
+                if key is None or record.key == key:
+                    records.append(record)
                 if len(records) >= count:
                     break
     finally:

@@ -6,6 +6,8 @@ import asyncio
 
 import pytest
 from aiohttp import web
+from inmemory import ROBOTS, FakeRobotsSource
+from waiting import until
 
 from service.crawling.egress_proxy import EgressProxy, ProxyAccess, ProxyKeys
 from service.crawling.robots import (
@@ -18,30 +20,6 @@ from service.crawling.robots import (
 )
 from service.crawling.url_policy import UrlPolicy
 
-ROBOTS = """
-User-agent: *
-Disallow: /private/
-
-User-agent: crawlstream
-Allow: /no-crawlstream/except
-Disallow: /no-crawlstream/
-"""
-
-
-class FakeSource:
-    """Answers from a table by robots.txt URL; counts the fetches; can hold them."""
-
-    def __init__(self, answers: dict[str, RobotsFile] | None = None) -> None:
-        self.answers = answers or {}
-        self.fetched: list[str] = []
-        self.gate = asyncio.Event()
-        self.gate.set()
-
-    async def fetch(self, url: str) -> RobotsFile:
-        self.fetched.append(url)
-        await self.gate.wait()
-        return self.answers.get(url, RobotsFile(status=200, text=ROBOTS))
-
 
 class Clock:
     def __init__(self) -> None:
@@ -53,7 +31,7 @@ class Clock:
 
 async def test_rules_for_the_crawlstream_token_apply():
     """The `crawlstream` group applies to us (not the `*` group); the first matching line wins."""
-    cache = RobotsCache(FakeSource())
+    cache = RobotsCache(FakeRobotsSource())
     assert await cache.allowed("http://a.test/page/1")
     assert not await cache.allowed("http://a.test/no-crawlstream/x")
     assert await cache.allowed("http://a.test/no-crawlstream/except")
@@ -62,7 +40,9 @@ async def test_rules_for_the_crawlstream_token_apply():
 
 async def test_wildcard_group_applies_when_no_group_names_us():
     """`User-agent: *` rules apply to a crawler with no group of its own."""
-    source = FakeSource({"http://a.test/robots.txt": RobotsFile(status=200, text=ROBOTS[:40])})
+    source = FakeRobotsSource(
+        {"http://a.test/robots.txt": RobotsFile(status=200, text=ROBOTS[:40])}
+    )
     cache = RobotsCache(source)
     assert not await cache.allowed("http://a.test/private/x")
     assert await cache.allowed("http://a.test/page/1")
@@ -71,7 +51,7 @@ async def test_wildcard_group_applies_when_no_group_names_us():
 @pytest.mark.parametrize("status", [404, 403, 410, 500, 503, None])
 async def test_error_answers_allow_everything(status):
     """4xx (no file), 5xx and no answer at all count as allow-all."""
-    source = FakeSource(
+    source = FakeRobotsSource(
         {"http://a.test/robots.txt": RobotsFile(status=status, text="User-agent: *\nDisallow: /")}
     )
     assert await RobotsCache(source).allowed("http://a.test/private/x")
@@ -79,7 +59,7 @@ async def test_error_answers_allow_everything(status):
 
 async def test_one_fetch_per_origin_and_the_origin_includes_scheme_and_port():
     """Pages of one origin share one fetch; another port or scheme is another origin."""
-    source = FakeSource()
+    source = FakeRobotsSource()
     cache = RobotsCache(source)
     for url in ("http://A.test/1", "http://a.test:80/2", "http://a.test/private/3"):
         await cache.allowed(url)
@@ -94,26 +74,24 @@ async def test_one_fetch_per_origin_and_the_origin_includes_scheme_and_port():
 
 async def test_concurrent_pages_wait_for_one_load():
     """Many pages asking at once cause one fetch, and all get the answer."""
-    source = FakeSource()
+    source = FakeRobotsSource()
     source.gate.clear()
     cache = RobotsCache(source)
     asks = [asyncio.create_task(cache.allowed(f"http://a.test/private/{n}")) for n in range(5)]
     asks += [asyncio.create_task(cache.allowed("http://a.test/no-crawlstream/x"))]
-    while not source.fetched:
-        await asyncio.sleep(0)
+    await until(lambda: source.fetched)
     source.gate.set()
     assert await asyncio.gather(*asks) == [True] * 5 + [False]
     assert source.fetched == ["http://a.test/robots.txt"]
 
 
 async def test_a_cancelled_asker_does_not_cancel_the_load_for_others():
-    source = FakeSource()
+    source = FakeRobotsSource()
     source.gate.clear()
     cache = RobotsCache(source)
     first = asyncio.create_task(cache.allowed("http://a.test/no-crawlstream/x"))
     second = asyncio.create_task(cache.allowed("http://a.test/no-crawlstream/y"))
-    while not source.fetched:
-        await asyncio.sleep(0)
+    await until(lambda: source.fetched)
     first.cancel()
     source.gate.set()
     assert await second is False
@@ -123,7 +101,7 @@ async def test_a_cancelled_asker_does_not_cancel_the_load_for_others():
 async def test_rules_expire_after_their_ttl():
     """A file is fetched again after the TTL; a failed fetch is retried sooner."""
     clock = Clock()
-    source = FakeSource({"http://down.test/robots.txt": RobotsFile(status=503)})
+    source = FakeRobotsSource({"http://down.test/robots.txt": RobotsFile(status=503)})
     cache = RobotsCache(source, clock=clock)
     await cache.allowed("http://a.test/1")
     await cache.allowed("http://down.test/1")
@@ -141,7 +119,7 @@ async def test_rules_expire_after_their_ttl():
 
 async def test_cache_size_is_bounded_and_least_recent_goes_first():
     """Beyond `max_origins` the least recently used origin is forgotten."""
-    source = FakeSource()
+    source = FakeRobotsSource()
     cache = RobotsCache(source, max_origins=2)
     await cache.allowed("http://a.test/")
     await cache.allowed("http://b.test/")
@@ -155,12 +133,11 @@ async def test_cache_size_is_bounded_and_least_recent_goes_first():
 
 
 async def test_exit_cancels_loads_still_running():
-    source = FakeSource()
+    source = FakeRobotsSource()
     source.gate.clear()
     async with RobotsCache(source) as cache:
         ask = asyncio.create_task(cache.allowed("http://a.test/1"))
-        while not source.fetched:
-            await asyncio.sleep(0)
+        await until(lambda: source.fetched)
     with pytest.raises(asyncio.CancelledError):
         await ask
 

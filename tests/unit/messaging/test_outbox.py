@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 
 import pytest
@@ -12,50 +11,15 @@ from aiokafka.errors import (
     RecordTooLargeError,
     RequestTimedOutError,
 )
+from inmemory import InMemoryPublisher
 
 from service.messaging.failures import PublishError, is_retriable, root_cause
 from service.messaging.outbox import Outbox
-from service.messaging.publisher import Message
-
-
-class FakePublisher:
-    """Fails chosen sends or deliveries once (or always), records what reached the broker."""
-
-    timeout_s = 5.0
-
-    def __init__(
-        self,
-        send_errors: dict[bytes, BaseException] | None = None,
-        delivery_errors: dict[bytes, BaseException] | None = None,
-        always: bool = False,
-    ) -> None:
-        self.send_errors = send_errors or {}
-        self.delivery_errors = delivery_errors or {}
-        self.always = always
-        self.sends: Counter[bytes] = Counter()
-        self.written: list[bytes] = []
-
-    def messages(self, topic, key, value, headers=None, *, chunk_id=None) -> list[Message]:
-        del chunk_id  # one message per value here
-        return [Message(topic, key, value, list(headers or []))]
-
-    async def send(self, message: Message) -> asyncio.Future[object]:
-        self.sends[message.value] += 1
-        first = self.sends[message.value] == 1
-        if message.value in self.send_errors and (first or self.always):
-            raise self.send_errors[message.value]
-        delivery: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        if message.value in self.delivery_errors and (first or self.always):
-            delivery.set_exception(self.delivery_errors[message.value])
-        else:
-            self.written.append(message.value)
-            delivery.set_result(None)
-        return delivery
 
 
 async def test_messages_lost_to_a_broker_outage_are_sent_again_not_recomputed():
     """A timed-out send and a timed-out delivery are each re-sent once; nothing else is."""
-    publisher = FakePublisher(
+    publisher = InMemoryPublisher(
         send_errors={b"2": KafkaTimeoutError()}, delivery_errors={b"3": RequestTimedOutError()}
     )
     resent: list[int] = []
@@ -70,10 +34,10 @@ async def test_messages_lost_to_a_broker_outage_are_sent_again_not_recomputed():
 
 async def test_a_message_too_large_to_publish_ends_the_record_instead_of_looping():
     """A fatal error at send or at delivery raises PublishError, once."""
-    at_send = FakePublisher(send_errors={b"x": MessageSizeTooLargeError()}, always=True)
+    at_send = InMemoryPublisher(send_errors={b"x": MessageSizeTooLargeError()}, always=True)
     with pytest.raises(PublishError, match="MessageSizeTooLargeError"):
         await Outbox(at_send).put("t", b"k", b"x")  # type: ignore[arg-type]
-    at_delivery = FakePublisher(delivery_errors={b"y": RecordTooLargeError()}, always=True)
+    at_delivery = InMemoryPublisher(delivery_errors={b"y": RecordTooLargeError()}, always=True)
     outbox = Outbox(at_delivery)  # type: ignore[arg-type]
     await outbox.put("t", b"k", b"y")
     with pytest.raises(PublishError, match="RecordTooLargeError"):

@@ -2,48 +2,25 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from _jsapps import js_page, static_page
+from inmemory import FakeBrowser, FakeFetcher, answer
 from prometheus_client import CollectorRegistry
 
 from service.contracts import CrawlOptions, ErrorCode
-from service.crawling.fetch import PageContent, failed
+from service.crawling.fetch import failed
 from service.metrics import Metrics
 from service.rendering import HostRenderMemory, PageRenderer
-from service.rendering.static_fetch import StaticAnswer
+
+if TYPE_CHECKING:
+    from service.rendering.static_fetch import StaticAnswer
 
 URL = "http://site.test/a"
 
 
 def _answer(body: str, *, kind: str = "html", status: int = 200) -> StaticAnswer:
-    return StaticAnswer(
-        url=URL,
-        status=status,
-        media_type={"html": "text/html", "text": "text/plain"}.get(kind, "application/pdf"),
-        kind=kind,  # type: ignore[arg-type]
-        body=body,
-        truncated=False,
-        retry_after=None,
-        attachment=False,
-    )
-
-
-class FakeFetcher:
-    def __init__(self, *answers: StaticAnswer | PageContent) -> None:
-        self.answers = list(answers)
-        self.fetched = 0
-
-    async def fetch(self, url: str, *, timeout_s: float, max_bytes: int):  # noqa: ARG002
-        self.fetched += 1
-        return self.answers[min(self.fetched, len(self.answers)) - 1]
-
-
-class FakeBrowser:
-    def __init__(self) -> None:
-        self.calls: list[float] = []
-
-    async def __call__(self, timeout_s: float) -> PageContent:
-        self.calls.append(timeout_s)
-        return PageContent(ok=True, final_url=URL, status_code=200, markdown="from the browser")
+    return answer(URL, body, kind=kind, status=status)
 
 
 async def _render(fetcher, options: CrawlOptions, memory=None, metrics=None):

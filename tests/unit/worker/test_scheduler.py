@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from waiting import until
 
 from service.worker.scheduler import FixedGate, PageScheduler, PageTicket, SlotLimits
 
@@ -33,8 +34,7 @@ async def test_gate_bounds_concurrency_and_everything_runs():
         return n
 
     tasks = [asyncio.create_task(scheduler.run(lambda n=n: work(n), _ticket())) for n in range(5)]
-    while running < 2 or scheduler.queued < 3:
-        await asyncio.sleep(0)
+    await until(lambda: running >= 2 and scheduler.queued >= 3)
     release.set()
     assert await asyncio.gather(*tasks) == list(range(5))
     assert peak == 2
@@ -53,11 +53,9 @@ async def test_shed_work_goes_back_to_the_front_and_runs_again():
         return name
 
     tasks = {n: asyncio.create_task(scheduler.run(lambda n=n: work(n), _ticket())) for n in "abc"}
-    while attempts.keys() != {"a", "b"}:
-        await asyncio.sleep(0)
+    await until(lambda: attempts.keys() == {"a", "b"})
     assert scheduler.shed(1) == 1
-    while attempts.get("b") != 2:
-        await asyncio.sleep(0)
+    await until(lambda: attempts.get("b") == 2)
     assert "c" not in attempts
     for gate in gates.values():
         gate.set()
@@ -71,8 +69,7 @@ async def test_cancelled_caller_frees_its_slot():
     blocker = asyncio.Event()
     first = asyncio.create_task(scheduler.run(blocker.wait, _ticket()))
     second = asyncio.create_task(scheduler.run(blocker.wait, _ticket()))
-    while scheduler.queued < 1:
-        await asyncio.sleep(0)
+    await until(lambda: scheduler.queued >= 1)
     second.cancel()
     first.cancel()
     await asyncio.gather(first, second, return_exceptions=True)

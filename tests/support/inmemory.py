@@ -1,0 +1,278 @@
+"""In-memory stand-ins for what a run talks to: Kafka's producer, the HTTP fetcher, the
+browser, robots.txt, the control topic and the URL policy.
+
+Unit tests of orchestration (`RequestRun`, the outbox, the renderer) use these; behaviour that
+only real infrastructure shows (isolation, egress, kill -9, broker outages) stays in
+`tests/integration`. As FastStream's `TestKafkaBroker` does, `InMemoryPublisher` keeps every
+message it was given, by topic and in order, and `collected()` reads them back the way the
+integration tests' `Collector` reads them from the broker, so both kinds of test assert on
+the same `Collected`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import TYPE_CHECKING, Protocol
+
+from harness import Collected
+from prometheus_client import CollectorRegistry
+
+from service.contracts import ErrorCode, PageResult, ProgressEvent, utc_now
+from service.control import Cancel
+from service.crawling.fetch import PageContent, failed
+from service.crawling.refusals import RefusedTargets
+from service.crawling.robots import RobotsCache, RobotsFile
+from service.messaging.publisher import Delivery, Message
+from service.metrics import Metrics
+from service.rendering import HostRenderMemory, PageRenderer
+from service.rendering.static_fetch import StaticAnswer
+from service.settings import Settings
+from service.worker.deps import WorkerDeps
+from service.worker.scheduler import FixedGate, PageScheduler, SlotLimits
+
+if TYPE_CHECKING:
+    from service.messaging.chunks import Headers
+
+ROBOTS = """
+User-agent: *
+Disallow: /private/
+
+User-agent: crawlstream
+Allow: /no-crawlstream/except
+Disallow: /no-crawlstream/
+"""
+"""The robots.txt `FakeRobotsSource` answers with unless told otherwise."""
+
+
+class PublisherProtocol(Protocol):
+    """What the outbox needs of a producer (`service.messaging.publisher.Publisher`)."""
+
+    @property
+    def timeout_s(self) -> float: ...
+
+    def messages(
+        self,
+        topic: str,
+        key: str | bytes | None,
+        value: bytes,
+        headers: Headers | None = None,
+        *,
+        chunk_id: str | None = None,
+    ) -> list[Message]: ...
+
+    async def send(self, message: Message) -> Delivery: ...
+
+
+class InMemoryPublisher:
+    """The publisher in memory: records what reached the "broker"; can fail chosen sends or
+    deliveries once (or `always`), as a broker outage or a too-large message would."""
+
+    timeout_s = 5.0
+
+    def __init__(
+        self,
+        send_errors: dict[bytes, BaseException] | None = None,
+        delivery_errors: dict[bytes, BaseException] | None = None,
+        always: bool = False,
+    ) -> None:
+        self.send_errors = send_errors or {}
+        self.delivery_errors = delivery_errors or {}
+        self.always = always
+        self.sends: Counter[bytes] = Counter()
+        self.written: list[bytes] = []
+        """Values the broker took, in the order it took them."""
+        self.log: list[Message] = []
+        """Messages the broker took, in order (all topics)."""
+
+    def messages(self, topic, key, value, headers=None, *, chunk_id=None) -> list[Message]:
+        del chunk_id  # one message per value here
+        raw_key = key.encode() if isinstance(key, str) else key
+        return [Message(topic, raw_key, value, list(headers or []))]
+
+    async def send(self, message: Message) -> Delivery:
+        self.sends[message.value] += 1
+        first = self.sends[message.value] == 1
+        if message.value in self.send_errors and (first or self.always):
+            raise self.send_errors[message.value]
+        delivery: Delivery = asyncio.get_running_loop().create_future()
+        if message.value in self.delivery_errors and (first or self.always):
+            delivery.set_exception(self.delivery_errors[message.value])
+        else:
+            self.written.append(message.value)
+            self.log.append(message)
+            delivery.set_result(None)
+        return delivery
+
+    def collected(self, settings: Settings) -> Collected:
+        """Results and progress events as a reader of those topics would see them."""
+        seen = Collected()
+        for message in self.log:
+            key = (message.key or b"").decode()
+            seen.keys.setdefault(key, set()).add((message.topic, 0))
+            if message.topic == settings.progress_topic:
+                seen.events.append((ProgressEvent.model_validate_json(message.value), 0))
+            elif message.topic == settings.results_topic:
+                seen.results.append((PageResult.model_validate_json(message.value), 0))
+        return seen
+
+
+def answer(
+    url: str,
+    body: str = "",
+    *,
+    kind: str = "html",
+    status: int = 200,
+    retry_after: str | None = None,
+) -> StaticAnswer:
+    """What `StaticFetcher` would return for `url`."""
+    return StaticAnswer(
+        url=url,
+        status=status,
+        media_type={"html": "text/html", "text": "text/plain"}.get(kind, "application/pdf"),
+        kind=kind,  # type: ignore[arg-type]
+        body=body,
+        truncated=False,
+        retry_after=retry_after,
+        attachment=False,
+    )
+
+
+class FakeFetcher:
+    """Answers every fetch with the next of `answers` (the last one again once they run out)."""
+
+    def __init__(self, *answers: StaticAnswer | PageContent) -> None:
+        self.answers = list(answers)
+        self.fetched = 0
+
+    async def fetch(self, url: str, *, timeout_s: float, max_bytes: int):  # noqa: ARG002
+        self.fetched += 1
+        return self.answers[min(self.fetched, len(self.answers)) - 1]
+
+
+class FakeSite:
+    """A fetcher that serves a site in memory: `pages` by URL (an article by default); pages
+    whose URL contains `hanging` never answer, so they time out as the real fetcher's would,
+    unless cancelled first. `hits` counts fetches by URL, `started` is set by the first fetch
+    and `closed` lists the fetches that were cancelled."""
+
+    def __init__(
+        self,
+        pages: dict[str, StaticAnswer | list[StaticAnswer]] | None = None,
+        *,
+        hanging: str | None = None,
+    ) -> None:
+        self.pages = pages or {}
+        self.hanging = hanging
+        self.hits: Counter[str] = Counter()
+        self.started = asyncio.Event()
+        self.closed: list[str] = []
+
+    async def fetch(self, url: str, *, timeout_s: float, max_bytes: int):  # noqa: ARG002
+        self.hits[url] += 1
+        self.started.set()
+        if self.hanging is not None and self.hanging in url:
+            try:
+                await asyncio.sleep(timeout_s)
+            except asyncio.CancelledError:
+                self.closed.append(url)
+                raise
+            return failed(ErrorCode.TIMEOUT, f"page did not finish within {timeout_s:.1f} s")
+        found = self.pages.get(url)
+        if isinstance(found, list):
+            return found[min(self.hits[url], len(found)) - 1]
+        if found is not None:
+            return found
+        return answer(url, f"<html><title>{url}</title><body><h1>Page at {url}</h1></body></html>")
+
+
+class FakeBrowser:
+    """The browser path of a page: records each call's timeout, answers with one page."""
+
+    def __init__(self, url: str = "http://site.test/a") -> None:
+        self.url = url
+        self.calls: list[float] = []
+
+    async def __call__(self, timeout_s: float) -> PageContent:
+        self.calls.append(timeout_s)
+        return PageContent(
+            ok=True, final_url=self.url, status_code=200, markdown="from the browser"
+        )
+
+
+class FakeRobotsSource:
+    """Answers from a table by robots.txt URL (`ROBOTS` by default); counts the fetches; can
+    hold them until `gate` is set."""
+
+    def __init__(self, answers: dict[str, RobotsFile] | None = None) -> None:
+        self.answers = answers or {}
+        self.fetched: list[str] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def fetch(self, url: str) -> RobotsFile:
+        self.fetched.append(url)
+        await self.gate.wait()
+        return self.answers.get(url, RobotsFile(status=200, text=ROBOTS))
+
+
+class FakeControl:
+    """The control topic in memory: the cancels produced so far, by request_id."""
+
+    def __init__(self) -> None:
+        self.cancels: dict[str, Cancel] = {}
+
+    def cancel(self, request_id: str, reason: str | None = None) -> Cancel:
+        made = Cancel(request_id=request_id, reason=reason, at=utc_now())
+        self.cancels[request_id] = made
+        return made
+
+    async def cancel_for(self, request_id: str) -> Cancel | None:
+        return self.cancels.get(request_id)
+
+
+class OpenPolicy:
+    """A URL policy that lets every target through (the policy has its own tests)."""
+
+    async def check_target(self, url: str) -> list[object]:  # noqa: ARG002
+        return []
+
+
+class NoBrowserPool:
+    """A pool for runs whose pages take the HTTP path: asking it for a browser is a bug."""
+
+    open_pages = 0
+
+    async def open_context(self, options: object) -> object:
+        raise AssertionError(f"this test renders over HTTP; a browser was asked for {options}")
+
+
+def worker_deps(
+    fetcher: object,
+    *,
+    publisher: InMemoryPublisher | None = None,
+    robots: FakeRobotsSource | None = None,
+    control: FakeControl | None = None,
+    settings: Settings | None = None,
+    slots: int | None = None,
+) -> WorkerDeps:
+    """A worker's dependencies with the real scheduler, renderer, robots cache and metrics,
+    and everything that would talk to Kafka, a browser or the network in memory."""
+    settings = settings or Settings(worker_name="unit")
+    metrics = Metrics(CollectorRegistry())
+    robots_source = robots or FakeRobotsSource()
+    return WorkerDeps(
+        settings=settings,
+        publisher=publisher or InMemoryPublisher(),  # type: ignore[arg-type]
+        pool=NoBrowserPool(),  # type: ignore[arg-type]
+        scheduler=PageScheduler(
+            FixedGate(slots or settings.max_page_slots), SlotLimits.from_settings(settings)
+        ),
+        policy=OpenPolicy(),  # type: ignore[arg-type]
+        metrics=metrics,
+        robots=RobotsCache(robots_source),
+        control=control or FakeControl(),  # type: ignore[arg-type]
+        refusals=RefusedTargets(),
+        sitemaps=robots_source,  # type: ignore[arg-type]
+        renderer=PageRenderer(fetcher, HostRenderMemory(), metrics),  # type: ignore[arg-type]
+    )
