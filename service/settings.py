@@ -236,6 +236,19 @@ class Settings(BaseSettings):
     memory_governor: bool = True
     """Admit pages by memory headroom; off: a fixed `CRAWL_MAX_PAGE_SLOTS` (benchmarks only)."""
 
+    # --- Gateway (Firecrawl-compatible HTTP API) -----------------------------------------
+    gateway_port: int = Field(default=3002, ge=0, le=65535)
+    """Port `crawlstream gateway` serves Firecrawl's v2 API on (3002, Firecrawl's self-hosted
+    one); `/metrics`, `/healthz` and `/readyz` are served there too."""
+    gateway_host: str = "0.0.0.0"  # noqa: S104 - a server in a container listens on all
+    """Address the gateway listens on."""
+    gateway_keys_file: Path | None = None
+    """JSON file of API keys and tenants (`{"keys": [{"key", "tenant", "max_concurrent_jobs",
+    "pages_per_minute"}]}`, e.g. a mounted Kubernetes Secret); unset: the gateway is open."""
+    gateway_scrape_timeout: Seconds = Field(default=timedelta(seconds=60), gt=timedelta(0))
+    """How long a synchronous `POST /v2/scrape` without a `timeout` waits for its page (queueing
+    in Kafka included) before it answers 408 and cancels the request."""
+
     # --- Observability -------------------------------------------------------------------
     metrics_port: int = Field(default=9400, ge=0, le=65535)
     """Port of `/metrics`, `/healthz` and `/readyz` (0: off)."""

@@ -1,0 +1,134 @@
+"""What the routes call: start jobs, answer for them, scrape one page. Holds the Kafka client,
+the job view and the result reader; keeps nothing that another replica would not know."""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Final, Self
+
+from service.client import CrawlClient, FollowTimeoutError
+from service.contracts import PageResult, utc_now
+from service.gateway.errors import ApiError, not_found
+from service.gateway.jobs import MARKER_KEY, JobKind, JobMarker, JobStatus, JobView
+from service.gateway.mapping import Limits
+from service.gateway.results import Page, ResultReader
+from service.gateway.view_reader import ViewReader
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pydantic import JsonValue
+
+    from service.contracts import CrawlOptions, CrawlSpec
+    from service.gateway.options import ScrapeChoices
+    from service.gateway.paging import Cursor
+    from service.settings import Settings
+
+OPEN_TENANT: Final = "open"
+"""The tenant of every job when the gateway runs without API keys."""
+
+SCRAPE_KEY: Final = "firecrawl_scrape"
+"""The metadata key of a synchronous scrape's request (its tenant): not a job of the view."""
+
+
+class Gateway:
+    """The gateway's state: only connections and the view rebuilt from the topics."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.limits = Limits.from_settings(settings)
+        self.view = JobView()
+        self._stack = AsyncExitStack()
+        self._client = CrawlClient(settings)
+        self._reader = ViewReader(settings, self.view)
+        self._results = ResultReader(settings)
+
+    async def __aenter__(self) -> Self:
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(self._client)
+            await stack.enter_async_context(self._reader)
+            await stack.enter_async_context(self._results)
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._stack.aclose()
+
+    def max_concurrency(self, tenant: str) -> int:
+        """The tenant's limit of jobs at once (without keys: the cluster's in-flight limit)."""
+        del tenant
+        return self.settings.max_requests_in_flight
+
+    @property
+    def ready(self) -> bool:
+        return self._reader.ready.is_set()
+
+    async def start(
+        self,
+        kind: JobKind,
+        urls: Sequence[str],
+        options: CrawlOptions,
+        choices: ScrapeChoices,
+        *,
+        tenant: str = OPEN_TENANT,
+        crawl: CrawlSpec | None = None,
+        echo: dict[str, JsonValue] | None = None,
+    ) -> str:
+        """Produce the job's request and return its id (the request_id)."""
+        job_id = str(uuid.uuid4())
+        partition, offset = (await self._client.output_positions(job_id))[
+            self.settings.results_topic
+        ]
+        marker = JobMarker(
+            kind=kind,
+            url=urls[0],
+            tenant=tenant,
+            created_at=utc_now(),
+            results_partition=partition,
+            results_offset=offset,
+            formats=choices.formats,
+            full_page=choices.full_page,
+            remove_base64_images=choices.remove_base64_images,
+            warning=choices.warning,
+            options=echo or {},
+        )
+        metadata: dict[str, JsonValue] = {MARKER_KEY: marker.model_dump(mode="json")}
+        await self._client.submit(urls, options, request_id=job_id, metadata=metadata, crawl=crawl)
+        self.view.submitted(job_id, marker)
+        return job_id
+
+    async def status(self, job_id: str, kind: JobKind) -> JobStatus:
+        """The job as the view knows it; the view first catches up with the job's requests
+        partition when the id is new to it (started through another replica just now)."""
+        status = self.view.status(job_id)
+        if status is None:
+            await self._reader.caught_up(job_id)
+            status = self.view.status(job_id)
+        if status is None or status.marker.kind != kind:
+            raise not_found("Job")
+        return status
+
+    async def page(self, status: JobStatus, cursor: Cursor, *, ok_only: bool = True) -> Page:
+        return await self._results.page(
+            status.id, status.marker.results_partition, cursor, ok_only=ok_only
+        )
+
+    async def cancel(self, job_id: str) -> None:
+        await self._client.cancel(job_id, reason="cancelled through the gateway")
+
+    async def scrape(
+        self, url: str, options: CrawlOptions, *, tenant: str, timeout_s: float
+    ) -> PageResult:
+        """Submit one URL and wait for its result; 408 (and a cancel) after `timeout_s`."""
+        job_id = str(uuid.uuid4())
+        metadata: dict[str, JsonValue] = {SCRAPE_KEY: {"tenant": tenant}}
+        submission = await self._client.submit([url], options, request_id=job_id, metadata=metadata)
+        try:
+            async for message in self._client.follow(submission, timeout_s=timeout_s):
+                if isinstance(message, PageResult):
+                    return message
+        except FollowTimeoutError:
+            await self.cancel(job_id)
+            raise ApiError(status=408, message="Request timed out") from None
+        raise ApiError(status=500, message="the request ended without a result")

@@ -1,0 +1,184 @@
+"""The official `firecrawl-py` SDK against `crawlstream gateway`: real broker, workers,
+Chromium and the local test site; the SDK pointed at the gateway with `api_url`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import pytest
+from firecrawl import Firecrawl
+from firecrawl.v2.types import PaginationConfig
+from firecrawl.v2.utils.error_handler import FirecrawlError
+from gateway import GatewayProcess
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+    from pathlib import Path
+
+    from harness import Topics
+    from testsite import TestSite
+
+pytestmark = pytest.mark.integration
+
+SDK_TIMEOUT_S = 120
+"""The SDK's own waits (scrape, crawl waiter, batch waiter)."""
+
+
+@pytest.fixture
+async def start_gateway(
+    topics: Topics, tmp_path: Path
+) -> AsyncIterator[Callable[..., Awaitable[GatewayProcess]]]:
+    """Starts `crawlstream gateway` replicas on this test's topics; all stopped afterwards."""
+    started: list[GatewayProcess] = []
+
+    async def start(name: str = "g1", **env: str) -> GatewayProcess:
+        gateway = GatewayProcess(topics.env(**env), tmp_path / f"{name}.log", name)
+        started.append(gateway)
+        await gateway.start()
+        return gateway
+
+    yield start
+    for gateway in started:
+        await gateway.close()
+
+
+def sdk(gateway: GatewayProcess) -> Firecrawl:
+    return Firecrawl(api_key="fc-test", api_url=gateway.url)
+
+
+async def test_scrape_returns_markdown_html_links_and_a_screenshot(
+    start_worker, start_gateway, site: TestSite
+):
+    """`scrape` with markdown, html, links and screenshot gets the page's document."""
+    await start_worker()
+    gateway = await start_gateway()
+    doc = await asyncio.to_thread(
+        sdk(gateway).scrape,
+        site.url("/page/3"),
+        formats=["markdown", "html", "links", "screenshot"],
+        timeout=60_000,
+    )
+    assert "Page 3" in (doc.markdown or "")
+    assert "<h1>Page 3</h1>" in (doc.html or "")
+    assert site.url("/page/4") in (doc.links or [])
+    assert (doc.screenshot or "").startswith("data:image/png;base64,")
+    assert doc.metadata_typed.status_code == 200
+    assert doc.metadata_typed.source_url == site.url("/page/3")
+    assert doc.metadata_typed.title == "Page 3"
+
+
+async def test_an_option_the_cluster_cannot_honour_is_refused_naming_it(
+    start_worker, start_gateway, site: TestSite
+):
+    """`mobile: true` gets Firecrawl's 400 naming the option; nothing is produced."""
+    gateway = await start_gateway()
+    with pytest.raises(FirecrawlError) as raised:
+        await asyncio.to_thread(sdk(gateway).scrape, site.url("/page/1"), mobile=True)
+    assert raised.value.status_code == 400
+    assert "mobile" in str(raised.value)
+
+
+async def test_crawl_with_limit_and_include_paths_through_the_waiter(
+    start_worker, start_gateway, site: TestSite
+):
+    """`crawl` (start and wait) keeps to its limit and include paths."""
+    await start_worker()
+    gateway = await start_gateway()
+    job = await asyncio.to_thread(
+        sdk(gateway).crawl,
+        site.url("/"),
+        limit=12,
+        include_paths=["^/page/"],
+        poll_interval=1,
+        timeout=SDK_TIMEOUT_S,
+    )
+    assert job.status == "completed"
+    sources = [doc.metadata_typed.source_url or "" for doc in job.data]
+    assert len(sources) == len(set(sources)) == 12
+    assert site.url("/") in sources
+    others = [url for url in sources if url != site.url("/")]
+    assert all(url.startswith(site.url("/page/")) for url in others)
+    assert job.completed == 12
+
+
+async def test_two_replicas_start_poll_page_through_next_and_cancel(
+    start_worker, start_gateway, site: TestSite
+):
+    """A crawl of more than 100 documents started through one replica is polled and paged
+    (`next`) through the other, right after the start; then a second one is cancelled there."""
+    await start_worker()
+    first, second = await start_gateway("g1"), await start_gateway("g2")
+    started = await asyncio.to_thread(
+        sdk(first).start_crawl, site.url("/"), limit=130, include_paths=["^/page/"]
+    )
+    early = await asyncio.to_thread(
+        sdk(second).get_crawl_status, started.id, PaginationConfig(auto_paginate=False)
+    )
+    assert early.status == "scraping"
+    job = await _wait_done(sdk(second), started.id)
+    assert job.status == "completed"
+    pages = await _pages(sdk(second), started.id)
+    assert len(pages) == 2
+    urls = [doc.metadata_typed.source_url for page in pages for doc in page.data]
+    assert len(urls) == len(set(urls)) == 130 == job.completed
+    everything = await asyncio.to_thread(sdk(second).get_crawl_status, started.id)
+    assert len(everything.data) == 130
+
+    other = await asyncio.to_thread(
+        sdk(first).start_crawl, site.url("/"), limit=400, include_paths=["^/page/"]
+    )
+    assert await asyncio.to_thread(sdk(second).cancel_crawl, other.id)
+    cancelled = await _wait_done(sdk(first), other.id)
+    assert cancelled.status == "cancelled"
+    assert cancelled.completed < 400
+
+
+async def test_batch_scrape_returns_one_document_per_url(
+    start_worker, start_gateway, site: TestSite
+):
+    """`batch_scrape` waits for the batch and returns every URL's document."""
+    await start_worker()
+    gateway = await start_gateway()
+    urls = [site.url(f"/page/{n}") for n in range(5)]
+    job = await asyncio.to_thread(
+        sdk(gateway).batch_scrape,
+        urls,
+        formats=["markdown"],
+        poll_interval=1,
+        wait_timeout=SDK_TIMEOUT_S,
+    )
+    assert job.status == "completed"
+    assert sorted(doc.metadata_typed.source_url for doc in job.data) == sorted(urls)
+    assert all("Page" in (doc.markdown or "") for doc in job.data)
+
+
+async def test_an_unknown_job_is_404(start_gateway):
+    """A poll of a job id nobody started is Firecrawl's 404."""
+    gateway = await start_gateway()
+    with pytest.raises(FirecrawlError) as raised:
+        await asyncio.to_thread(
+            sdk(gateway).get_crawl_status, "9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d"
+        )
+    assert raised.value.status_code == 404
+
+
+async def _wait_done(client: Firecrawl, job_id: str, deadline_s: float = 180):
+    async with asyncio.timeout(deadline_s):
+        while True:
+            job = await asyncio.to_thread(
+                client.get_crawl_status, job_id, PaginationConfig(auto_paginate=False)
+            )
+            if job.status != "scraping":
+                return job
+            await asyncio.sleep(1)
+
+
+async def _pages(client: Firecrawl, job_id: str):
+    first = await asyncio.to_thread(
+        client.get_crawl_status, job_id, PaginationConfig(auto_paginate=False)
+    )
+    pages = [first]
+    while pages[-1].next:
+        pages.append(await asyncio.to_thread(client.get_crawl_status_page, pages[-1].next))
+    return pages
