@@ -3,14 +3,17 @@ the job view and the result reader; keeps nothing that another replica would not
 
 from __future__ import annotations
 
+import time
 import uuid
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Final, Self
 
 from service.client import CrawlClient, FollowTimeoutError
 from service.contracts import PageResult, utc_now
+from service.frontier.log import read_job
 from service.gateway.errors import ApiError, not_found
 from service.gateway.jobs import MARKER_KEY, JobKind, JobMarker, JobStatus, JobView
+from service.gateway.maplinks import map_links
 from service.gateway.mapping import Limits
 from service.gateway.results import Page, ResultReader
 from service.gateway.view_reader import ViewReader
@@ -21,12 +24,16 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from service.contracts import CrawlOptions, CrawlSpec
+    from service.gateway.mapping import MapPlan
     from service.gateway.options import ScrapeChoices
     from service.gateway.paging import Cursor
     from service.settings import Settings
 
 OPEN_TENANT: Final = "open"
 """The tenant of every job when the gateway runs without API keys."""
+
+MAP_TIMEOUT_MS: Final = 60_000
+"""How long `POST /v2/map` waits without a `timeout` of its own."""
 
 SCRAPE_KEY: Final = "firecrawl_scrape"
 """The metadata key of a synchronous scrape's request (its tenant): not a job of the view."""
@@ -116,6 +123,25 @@ class Gateway:
 
     async def cancel(self, job_id: str) -> None:
         await self._client.cancel(job_id, reason="cancelled through the gateway")
+
+    async def map(self, plan: MapPlan, *, tenant: str) -> list[str]:
+        """Render the seed once (its links), read the sitemap, answer from the crawl's
+        frontier records; 408 (and a cancel) after the plan's timeout."""
+        job_id = str(uuid.uuid4())
+        since_ms = int(time.time() * 1000)
+        metadata: dict[str, JsonValue] = {SCRAPE_KEY: {"tenant": tenant, "kind": "map"}}
+        submission = await self._client.submit(
+            [plan.url], plan.options, request_id=job_id, metadata=metadata, crawl=plan.spec
+        )
+        timeout_s = (plan.timeout_ms or MAP_TIMEOUT_MS) / 1000
+        try:
+            async for _ in self._client.follow(submission, timeout_s=timeout_s):
+                pass
+        except FollowTimeoutError:
+            await self.cancel(job_id)
+            raise ApiError(status=408, message="Map timed out") from None
+        records = await read_job(self.settings, job_id, submission.source, since_ms=since_ms)
+        return map_links(plan, records)
 
     async def scrape(
         self, url: str, options: CrawlOptions, *, tenant: str, timeout_s: float

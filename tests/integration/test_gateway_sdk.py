@@ -4,6 +4,7 @@ Chromium and the local test site; the SDK pointed at the gateway with `api_url`.
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import TYPE_CHECKING
 
 import pytest
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
     from pathlib import Path
 
+    from graphsite import GraphSite
     from harness import Topics
     from testsite import TestSite
 
@@ -151,6 +153,75 @@ async def test_batch_scrape_returns_one_document_per_url(
     assert job.status == "completed"
     assert sorted(doc.metadata_typed.source_url for doc in job.data) == sorted(urls)
     assert all("Page" in (doc.markdown or "") for doc in job.data)
+
+
+async def test_a_replica_started_mid_crawl_answers_for_it_at_once(
+    start_worker, start_gateway, site: TestSite
+):
+    """A crawl started through one replica, which then dies: a replica started afterwards
+    rebuilds its view from the topics and answers for the job on its first poll."""
+    await start_worker()
+    first = await start_gateway("g1")
+    started = await asyncio.to_thread(
+        sdk(first).start_crawl, site.url("/"), limit=40, include_paths=["^/page/"]
+    )
+    await first.kill()
+    restarted = await start_gateway("g2")
+    polled = await asyncio.to_thread(
+        sdk(restarted).get_crawl_status, started.id, PaginationConfig(auto_paginate=False)
+    )
+    assert polled.status in {"scraping", "completed"}
+    job = await _wait_done(sdk(restarted), started.id)
+    assert job.status == "completed"
+    everything = await asyncio.to_thread(sdk(restarted).get_crawl_status, started.id)
+    assert len({doc.metadata_typed.source_url for doc in everything.data}) == 40
+
+
+async def test_map_lists_the_sitemap_and_the_seed_links_rendering_only_the_seed(
+    start_worker, start_gateway, site: TestSite, graph_site: GraphSite
+):
+    """`map` answers the sitemap's URLs and the home page's links; no other page is fetched."""
+    allowed = f"127.0.0.1:{site.port},127.0.0.1:{graph_site.port}"
+    await start_worker(CRAWL_ALLOWED_HOSTS=allowed)
+    gateway = await start_gateway()
+    graph_site.reset_counters()
+    home = graph_site.url("/")
+    found = await asyncio.to_thread(sdk(gateway).map, home, ignore_query_parameters=False)
+    urls = {link.url for link in found.links}
+    assert set(graph_site.sitemap_urls()) <= urls
+    followable = {
+        link.target
+        for link in graph_site.links_of(home)
+        if not link.by_script and not link.nofollow
+    }
+    on_site = {url for url in followable if url.startswith(graph_site.base_url)}
+    assert on_site - urls == set()
+    pages = [key for key in graph_site.hits if "robots" not in key and "sitemap" not in key]
+    assert set(pages) <= {"/", "/favicon.ico"}, pages
+
+
+async def test_the_watcher_streams_every_document_over_the_websocket(
+    start_worker, start_gateway, site: TestSite
+):
+    """The SDK's watcher gets a `document` event per page over the WebSocket, then `done`."""
+    await start_worker()
+    gateway = await start_gateway()
+    client = sdk(gateway)
+    started = await asyncio.to_thread(
+        client.start_crawl, site.url("/"), limit=15, include_paths=["^/page/"]
+    )
+    watcher = client.watcher(started.id, poll_interval=600, timeout=SDK_TIMEOUT_S)
+    documents: list[dict] = []
+    finished = threading.Event()
+    watcher.add_event_listener("document", documents.append)
+    watcher.add_event_listener("done", lambda _: finished.set())
+    watcher.start()
+    try:
+        assert await asyncio.to_thread(finished.wait, SDK_TIMEOUT_S)
+    finally:
+        watcher.stop()
+    urls = {event["data"]["metadata"]["sourceURL"] for event in documents}
+    assert len(urls) == len(documents) == 15
 
 
 async def test_an_unknown_job_is_404(start_gateway):

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Body, Depends, Request
+from starlette.requests import HTTPConnection  # noqa: TC002 - FastAPI reads it at runtime
 
 from service.gateway.service import OPEN_TENANT, Gateway
 
 
-def gateway_of(request: Request) -> Gateway:
+def gateway_of(request: HTTPConnection) -> Gateway:
     found: Gateway = request.app.state.gateway
     return found
 

@@ -120,7 +120,7 @@ async def _status(
     start = Cursor(offset=status.marker.results_offset)
     cursor = Cursor.parse(token) if token else start
     page = await gateway.page(status, cursor)
-    choices = _choices(status)
+    choices = choices_of(status)
     done = status.terminal and page.at_end and page.next.returned >= status.completed
     following = None if done else f"{base}{_PATHS[kind]}/{job_id}?cursor={page.next.token()}"
     return {
@@ -171,7 +171,7 @@ async def _cancel(gateway: Gateway, job_id: str, kind: JobKind) -> JSONResponse:
     return JSONResponse({"success": True, "status": "cancelled"})
 
 
-def _choices(status: JobStatus) -> ScrapeChoices:
+def choices_of(status: JobStatus) -> ScrapeChoices:
     marker = status.marker
     return ScrapeChoices(
         formats=marker.formats,
