@@ -41,7 +41,9 @@ def create_app(settings: Settings, metrics: GatewayMetrics | None = None) -> Fas
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with Gateway(settings) as gateway:
             app.state.gateway = gateway
-            log.info("gateway.started", port=settings.gateway_port)
+            if gateway.keys.open:
+                log.warning("gateway.open", detail="no CRAWL_GATEWAY_KEYS_FILE: no API key needed")
+            log.info("gateway.started", port=settings.gateway_port, keys=len(gateway.keys.entries))
             yield
 
     app = FastAPI(title=TITLE, version="2", lifespan=lifespan)

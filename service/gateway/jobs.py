@@ -4,8 +4,9 @@ replica answers for any job. Pure: `view_reader.py` feeds it."""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
@@ -21,6 +22,11 @@ MARKER_KEY: Final = "firecrawl"
 JobKind = Literal["scrape", "crawl", "batch"]
 
 State = Literal["scraping", "completed", "failed", "cancelled"]
+
+PAGE_WINDOW: Final = timedelta(minutes=1)
+"""How far back the view keeps each tenant's page instants (`pages_per_minute`)."""
+
+_PAGE_EVENTS: Final = frozenset({EventType.PAGE_SUCCEEDED, EventType.PAGE_FAILED})
 
 _STATES: Final[dict[EventType, State]] = {
     EventType.COMPLETED: "completed",
@@ -114,6 +120,7 @@ class JobView:
 
     _jobs: dict[str, JobMarker] = field(default_factory=dict)
     _progress: dict[str, Progress] = field(default_factory=dict)
+    _pages: dict[str, deque[datetime]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -125,10 +132,27 @@ class JobView:
         """Fold an event; events of requests that are not gateway jobs are ignored."""
         if MARKER_KEY not in event.request_metadata:
             return
+        if event.type in _PAGE_EVENTS:
+            self._page_done(event)
         current = self._progress.get(event.request_id)
         self._progress[event.request_id] = (
             Progress.of(event) if current is None else current.then(event)
         )
+
+    def recent_pages(self, tenant: str) -> list[datetime]:
+        """When the tenant's latest pages finished (those within a minute of the newest)."""
+        return list(self._pages.get(tenant, ()))
+
+    def _page_done(self, event: ProgressEvent) -> None:
+        marker = event.request_metadata.get(MARKER_KEY)
+        tenant = marker.get("tenant") if isinstance(marker, dict) else None
+        if not isinstance(tenant, str):
+            return
+        instants = self._pages.setdefault(tenant, deque())
+        instants.append(event.at)
+        newest = max(instants[-1], event.at)
+        while instants and newest - instants[0] >= PAGE_WINDOW:
+            instants.popleft()
 
     def status(self, job_id: str) -> JobStatus | None:
         marker = self._jobs.get(job_id)

@@ -13,6 +13,7 @@ from service.contracts import PageResult, utc_now
 from service.frontier.log import read_job
 from service.gateway.errors import ApiError, not_found
 from service.gateway.jobs import MARKER_KEY, JobKind, JobMarker, JobStatus, JobView
+from service.gateway.keys import KeyEntry, KeyRing, admit
 from service.gateway.maplinks import map_links
 from service.gateway.mapping import Limits
 from service.gateway.results import Page, ResultReader
@@ -46,6 +47,7 @@ class Gateway:
         self.settings = settings
         self.limits = Limits.from_settings(settings)
         self.view = JobView()
+        self.keys = KeyRing.load(settings.gateway_keys_file)
         self._stack = AsyncExitStack()
         self._client = CrawlClient(settings)
         self._reader = ViewReader(settings, self.view)
@@ -63,9 +65,35 @@ class Gateway:
         await self._stack.aclose()
 
     def max_concurrency(self, tenant: str) -> int:
-        """The tenant's limit of jobs at once (without keys: the cluster's in-flight limit)."""
-        del tenant
-        return self.settings.max_requests_in_flight
+        """The tenant's limit of jobs at once (without one: the cluster's in-flight limit)."""
+        entry = self.entry_of(tenant)
+        if entry is None or entry.max_concurrent_jobs is None:
+            return self.settings.max_requests_in_flight
+        return entry.max_concurrent_jobs
+
+    def entry_of(self, tenant: str) -> KeyEntry | None:
+        """The limits of `tenant` (its first key's, when it has several)."""
+        return next((e for e in self.keys.entries if e.tenant == tenant), None)
+
+    async def admit(self, tenant: str) -> None:
+        """429 with `Retry-After` when the tenant is over a limit, counted over every replica:
+        the view first reads the requests and progress topics up to their ends."""
+        entry = self.entry_of(tenant)
+        if entry is None:
+            return
+        await self._reader.caught_up_all()
+        verdict = admit(
+            entry,
+            active=len(self.view.active(tenant=tenant)),
+            recent_pages=self.view.recent_pages(tenant),
+            now=utc_now(),
+        )
+        if not verdict.allowed:
+            raise ApiError(
+                status=429,
+                message=f"Rate limit exceeded: {verdict.reason}",
+                headers={"Retry-After": str(verdict.retry_after_s)},
+            )
 
     @property
     def ready(self) -> bool:
@@ -82,7 +110,8 @@ class Gateway:
         crawl: CrawlSpec | None = None,
         echo: dict[str, JsonValue] | None = None,
     ) -> str:
-        """Produce the job's request and return its id (the request_id)."""
+        """Produce the job's request and return its id (the request_id); 429 over a limit."""
+        await self.admit(tenant)
         job_id = str(uuid.uuid4())
         partition, offset = (await self._client.output_positions(job_id))[
             self.settings.results_topic
@@ -105,16 +134,19 @@ class Gateway:
         self.view.submitted(job_id, marker)
         return job_id
 
-    async def status(self, job_id: str, kind: JobKind) -> JobStatus:
+    async def status(self, job_id: str, kind: JobKind, tenant: str) -> JobStatus:
         """The job as the view knows it; the view first catches up with the job's requests
         partition when the id is new to it (started through another replica just now)."""
         status = self.view.status(job_id)
         if status is None:
             await self._reader.caught_up(job_id)
             status = self.view.status(job_id)
-        if status is None or status.marker.kind != kind:
+        if status is None or status.marker.kind != kind or not self._sees(tenant, status):
             raise not_found("Job")
         return status
+
+    def _sees(self, tenant: str, status: JobStatus) -> bool:
+        return self.keys.open or status.marker.tenant == tenant
 
     async def page(self, status: JobStatus, cursor: Cursor, *, ok_only: bool = True) -> Page:
         return await self._results.page(

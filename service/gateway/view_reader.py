@@ -83,6 +83,15 @@ class ViewReader:
             while self._positions.get(partition, 0) < end:
                 await self._wait_advance()
 
+    async def caught_up_all(self) -> None:
+        """Return once the view has read every requests and progress partition up to its end
+        as it is now: every job started through any replica before this call is counted."""
+        assigned = list(self._consumer.assignment())
+        ends = await self._consumer.end_offsets(assigned)
+        async with asyncio.timeout(self._timeout_s):
+            while any(self._positions.get(tp, 0) < end for tp, end in ends.items()):
+                await self._wait_advance()
+
     async def _wait_advance(self) -> None:
         event = self._advanced
         await event.wait()

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import Body, Depends, Request
 from starlette.requests import HTTPConnection  # noqa: TC002 - FastAPI reads it at runtime
 
+from service.gateway.errors import ApiError
 from service.gateway.service import OPEN_TENANT, Gateway
 
 
@@ -15,9 +16,17 @@ def gateway_of(request: HTTPConnection) -> Gateway:
     return found
 
 
-def tenant_of(request: Request) -> str:
-    """The tenant of the caller's API key (checked by the keys middleware), else the open one."""
-    tenant: str = getattr(request.state, "tenant", OPEN_TENANT)
+def tenant_of(connection: HTTPConnection) -> str:
+    """The tenant of the caller's API key; 401 without a valid one (unless the gateway is
+    open: then every caller is the open tenant)."""
+    gateway = gateway_of(connection)
+    entry = gateway.keys.lookup(connection.headers.get("authorization"))
+    if entry is None and not gateway.keys.open:
+        raise ApiError(
+            status=401, message="Unauthorized: a valid API key is required (Bearer token)"
+        )
+    tenant = OPEN_TENANT if entry is None else entry.tenant
+    connection.state.tenant = tenant
     return tenant
 
 

@@ -65,19 +65,23 @@ async def active_crawls(gateway: GatewayDep, tenant: TenantDep) -> dict[str, Any
 
 @crawl_router.get("/v2/crawl/{job_id}", summary="A crawl's status and a page of its documents")
 async def crawl_status(
-    job_id: str, request: Request, gateway: GatewayDep, cursor: str | None = None
+    job_id: str,
+    request: Request,
+    gateway: GatewayDep,
+    tenant: TenantDep,
+    cursor: str | None = None,
 ) -> dict[str, Any]:
-    return await _status(gateway, job_id, "crawl", cursor, base_url(request))
+    return await _status(gateway, job_id, "crawl", tenant, cursor, base_url(request))
 
 
 @crawl_router.get("/v2/crawl/{job_id}/errors", summary="A crawl's failed pages")
-async def crawl_errors(job_id: str, gateway: GatewayDep) -> dict[str, Any]:
-    return await _errors(gateway, job_id, "crawl")
+async def crawl_errors(job_id: str, gateway: GatewayDep, tenant: TenantDep) -> dict[str, Any]:
+    return await _errors(gateway, job_id, "crawl", tenant)
 
 
 @crawl_router.delete("/v2/crawl/{job_id}", summary="Cancel a crawl")
-async def cancel_crawl(job_id: str, gateway: GatewayDep) -> JSONResponse:
-    return await _cancel(gateway, job_id, "crawl")
+async def cancel_crawl(job_id: str, gateway: GatewayDep, tenant: TenantDep) -> JSONResponse:
+    return await _cancel(gateway, job_id, "crawl", tenant)
 
 
 @batch_router.post("/v2/batch/scrape", summary="Start a batch scrape")
@@ -98,25 +102,29 @@ async def start_batch(
 
 @batch_router.get("/v2/batch/scrape/{job_id}", summary="A batch's status and documents")
 async def batch_status(
-    job_id: str, request: Request, gateway: GatewayDep, cursor: str | None = None
+    job_id: str,
+    request: Request,
+    gateway: GatewayDep,
+    tenant: TenantDep,
+    cursor: str | None = None,
 ) -> dict[str, Any]:
-    return await _status(gateway, job_id, "batch", cursor, base_url(request))
+    return await _status(gateway, job_id, "batch", tenant, cursor, base_url(request))
 
 
 @batch_router.get("/v2/batch/scrape/{job_id}/errors", summary="A batch's failed pages")
-async def batch_errors(job_id: str, gateway: GatewayDep) -> dict[str, Any]:
-    return await _errors(gateway, job_id, "batch")
+async def batch_errors(job_id: str, gateway: GatewayDep, tenant: TenantDep) -> dict[str, Any]:
+    return await _errors(gateway, job_id, "batch", tenant)
 
 
 @batch_router.delete("/v2/batch/scrape/{job_id}", summary="Cancel a batch scrape")
-async def cancel_batch(job_id: str, gateway: GatewayDep) -> JSONResponse:
-    return await _cancel(gateway, job_id, "batch")
+async def cancel_batch(job_id: str, gateway: GatewayDep, tenant: TenantDep) -> JSONResponse:
+    return await _cancel(gateway, job_id, "batch", tenant)
 
 
 async def _status(
-    gateway: Gateway, job_id: str, kind: JobKind, token: str | None, base: str
+    gateway: Gateway, job_id: str, kind: JobKind, tenant: str, token: str | None, base: str
 ) -> dict[str, Any]:
-    status = await gateway.status(job_id, kind)
+    status = await gateway.status(job_id, kind, tenant)
     start = Cursor(offset=status.marker.results_offset)
     cursor = Cursor.parse(token) if token else start
     page = await gateway.page(status, cursor)
@@ -135,8 +143,8 @@ async def _status(
     }
 
 
-async def _errors(gateway: Gateway, job_id: str, kind: JobKind) -> dict[str, Any]:
-    status = await gateway.status(job_id, kind)
+async def _errors(gateway: Gateway, job_id: str, kind: JobKind, tenant: str) -> dict[str, Any]:
+    status = await gateway.status(job_id, kind, tenant)
     cursor = Cursor(offset=status.marker.results_offset)
     errors: list[dict[str, Any]] = []
     robots: list[str] = []
@@ -163,8 +171,8 @@ async def _errors(gateway: Gateway, job_id: str, kind: JobKind) -> dict[str, Any
         cursor = page.next
 
 
-async def _cancel(gateway: Gateway, job_id: str, kind: JobKind) -> JSONResponse:
-    status = await gateway.status(job_id, kind)
+async def _cancel(gateway: Gateway, job_id: str, kind: JobKind, tenant: str) -> JSONResponse:
+    status = await gateway.status(job_id, kind, tenant)
     if status.terminal and status.state != "cancelled":
         raise ApiError(status=409, message=f"Job already {status.state}")
     await gateway.cancel(job_id)

@@ -14,7 +14,7 @@ from websockets.exceptions import ConnectionClosed
 from service.gateway.documents import document
 from service.gateway.errors import ApiError
 from service.gateway.paging import Cursor
-from service.gateway.routes._deps import GatewayDep  # noqa: TC001
+from service.gateway.routes._deps import GatewayDep, tenant_of
 from service.gateway.routes.jobs import choices_of
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ async def _watch(websocket: WebSocket, gateway: Gateway, job_id: str, kind: JobK
     await websocket.accept()
     with contextlib.suppress(WebSocketDisconnect, ConnectionClosed):
         try:
-            status = await gateway.status(job_id, kind)
+            status = await gateway.status(job_id, kind, tenant_of(websocket))
         except ApiError as exc:
             await websocket.send_json({"type": "error", "error": exc.message})
             await websocket.close()
