@@ -249,6 +249,17 @@ class Settings(BaseSettings):
     """How long a synchronous `POST /v2/scrape` without a `timeout` waits for its page (queueing
     in Kafka included) before it answers 408 and cancels the request."""
 
+    # --- Webhooks (`crawlstream webhooks`) ---------------------------------------------
+    webhook_secret: SecretStr | None = None
+    """Key of the HMAC-SHA256 signature of every webhook body (`X-Firecrawl-Signature:
+    sha256=<hex>`, as Firecrawl signs); unset: webhooks go unsigned."""
+    webhook_group_id: str = "crawlstream-webhooks"
+    """Consumer group of the webhook dispatchers (any number of replicas)."""
+    webhook_attempts: int = Field(default=6, ge=1, le=20)
+    """Deliveries tried per webhook event (with backoff) before it is dropped and counted."""
+    webhook_timeout: Seconds = Field(default=timedelta(seconds=10), gt=timedelta(0))
+    """Deadline of one delivery (connect, send, answer)."""
+
     # --- Observability -------------------------------------------------------------------
     metrics_port: int = Field(default=9400, ge=0, le=65535)
     """Port of `/metrics`, `/healthz` and `/readyz` (0: off)."""

@@ -1,4 +1,4 @@
-"""`crawlstream` sub-commands: worker, gateway, broker, topics, submit, cancel, status,
+"""`crawlstream` sub-commands: worker, gateway, webhooks, broker, topics, submit, cancel, status,
 follow, demo, schemas, settings, dead-letter."""
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ def _add_servers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     commands.add_parser("worker", help="consume crawl requests until SIGTERM")
     gateway = commands.add_parser("gateway", help="serve Firecrawl's v2 HTTP API over the cluster")
     gateway.add_argument("--port", type=int, default=None, help="default CRAWL_GATEWAY_PORT")
+    commands.add_parser("webhooks", help="deliver the webhooks of every job (a consumer group)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

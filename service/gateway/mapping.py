@@ -22,6 +22,7 @@ from service.contracts import (
 )
 from service.gateway.errors import ApiError, Detail, bad_request, refused
 from service.gateway.options import ScrapeChoices, scrape_choices
+from service.webhooks.payloads import WebhookConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -69,6 +70,7 @@ class CrawlPlan:
     scrape: ScrapePlan
     echo: dict[str, Any]
     """The options as given, for `GET /v2/crawl/active`."""
+    webhook: WebhookConfig | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +78,7 @@ class BatchPlan:
     urls: tuple[str, ...]
     invalid_urls: tuple[str, ...]
     scrape: ScrapePlan
+    webhook: WebhookConfig | None = None
 
 
 _COMMON: Final = frozenset({"origin", "integration", "auditMetadata"})
@@ -95,7 +98,7 @@ def crawl_plan(body: Mapping[str, Any], *, limits: Limits) -> CrawlPlan:
     """`POST /v2/crawl`: a deep crawl from `url` with Firecrawl's semantics."""
     _unknown(body, _CRAWL_KEYS, ())
     url = _url(body.get("url"), ("url",))
-    _refuse_set(body, ("prompt", "robotsUserAgent", "webhook"), ())
+    _refuse_set(body, ("prompt", "robotsUserAgent"), ())
     _no_retention(body, ())
     _must_be(body, "allowExternalLinks", value=False, why="only the seed's site is crawled")
     _concurrency(body, limits)
@@ -106,8 +109,9 @@ def crawl_plan(body: Mapping[str, Any], *, limits: Limits) -> CrawlPlan:
         respect_robots=not _bool(body, "ignoreRobotsTxt", default=False),
     )
     spec = _spec(body, url, limits)
-    echo = {key: value for key, value in body.items() if key not in {"url", *_COMMON}}
-    return CrawlPlan(url=url, spec=spec, scrape=scrape, echo=echo)
+    echo = {key: value for key, value in body.items() if key not in {"url", "webhook", *_COMMON}}
+    hook = _webhook(body.get("webhook"))
+    return CrawlPlan(url=url, spec=spec, scrape=scrape, echo=echo, webhook=hook)
 
 
 def batch_plan(body: Mapping[str, Any], *, limits: Limits) -> BatchPlan:
@@ -115,7 +119,7 @@ def batch_plan(body: Mapping[str, Any], *, limits: Limits) -> BatchPlan:
     urls = body.get("urls")
     if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
         raise bad_request(Detail(path=("urls",), message="a non-empty list of URLs is required"))
-    _refuse_set(body, ("appendToId", "webhook"), ())
+    _refuse_set(body, ("appendToId",), ())
     _no_retention(body, ())
     _concurrency(body, limits)
     good, bad = _split_urls(urls)
@@ -125,10 +129,26 @@ def batch_plan(body: Mapping[str, Any], *, limits: Limits) -> BatchPlan:
         raise bad_request(Detail(path=("urls",), message="no valid http(s) URL"))
     if len(good) > limits.max_urls:
         raise refused(("urls",), f"at most {limits.max_urls} URLs per batch on this cluster")
-    batch_keys = {"urls", "ignoreInvalidURLs", "maxConcurrency", "zeroDataRetention", *_COMMON}
+    batch_keys = {
+        "urls", "ignoreInvalidURLs", "maxConcurrency", "zeroDataRetention", "webhook", *_COMMON
+    }  # fmt: skip
     options = {key: value for key, value in body.items() if key not in batch_keys}
     plan = _plan(options, (), limits=limits)
-    return BatchPlan(urls=tuple(good), invalid_urls=tuple(bad), scrape=plan)
+    hook = _webhook(body.get("webhook"))
+    return BatchPlan(urls=tuple(good), invalid_urls=tuple(bad), scrape=plan, webhook=hook)
+
+
+def _webhook(value: object) -> WebhookConfig | None:
+    """Firecrawl's `webhook`: a URL, or `{url, headers, metadata, events}`."""
+    if value is None:
+        return None
+    raw = {"url": value} if isinstance(value, str) else value
+    if not isinstance(raw, dict):
+        raise bad_request(Detail(path=("webhook",), message="a URL or an object is expected"))
+    config: WebhookConfig = _validated(WebhookConfig, raw, ("webhook",))
+    if not _is_http(config.url):
+        raise bad_request(Detail(path=("webhook", "url"), message="an http(s) URL is required"))
+    return config
 
 
 _CRAWL_KEYS: Final = frozenset(

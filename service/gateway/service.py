@@ -10,14 +10,16 @@ from typing import TYPE_CHECKING, Final, Self
 
 from service.client import CrawlClient, FollowTimeoutError
 from service.contracts import PageResult, utc_now
+from service.crawling.url_policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
 from service.frontier.log import read_job
-from service.gateway.errors import ApiError, not_found
+from service.gateway.errors import ApiError, not_found, refused
 from service.gateway.jobs import MARKER_KEY, JobKind, JobMarker, JobStatus, JobView
 from service.gateway.keys import KeyEntry, KeyRing, admit
 from service.gateway.maplinks import map_links
 from service.gateway.mapping import Limits
 from service.gateway.results import Page, ResultReader
 from service.gateway.view_reader import ViewReader
+from service.webhooks.payloads import WEBHOOK_KEY
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from service.gateway.options import ScrapeChoices
     from service.gateway.paging import Cursor
     from service.settings import Settings
+    from service.webhooks.payloads import WebhookConfig
 
 OPEN_TENANT: Final = "open"
 """The tenant of every job when the gateway runs without API keys."""
@@ -48,6 +51,7 @@ class Gateway:
         self.limits = Limits.from_settings(settings)
         self.view = JobView()
         self.keys = KeyRing.load(settings.gateway_keys_file)
+        self._policy = UrlPolicy.from_settings(settings)
         self._stack = AsyncExitStack()
         self._client = CrawlClient(settings)
         self._reader = ViewReader(settings, self.view)
@@ -109,8 +113,11 @@ class Gateway:
         tenant: str = OPEN_TENANT,
         crawl: CrawlSpec | None = None,
         echo: dict[str, JsonValue] | None = None,
+        webhook: WebhookConfig | None = None,
     ) -> str:
         """Produce the job's request and return its id (the request_id); 429 over a limit."""
+        if webhook is not None:
+            await self._check_webhook(webhook.url)
         await self.admit(tenant)
         job_id = str(uuid.uuid4())
         partition, offset = (await self._client.output_positions(job_id))[
@@ -130,9 +137,18 @@ class Gateway:
             options=echo or {},
         )
         metadata: dict[str, JsonValue] = {MARKER_KEY: marker.model_dump(mode="json")}
+        if webhook is not None:
+            metadata[WEBHOOK_KEY] = webhook.model_dump(mode="json")
         await self._client.submit(urls, options, request_id=job_id, metadata=metadata, crawl=crawl)
         self.view.submitted(job_id, marker)
         return job_id
+
+    async def _check_webhook(self, url: str) -> None:
+        """400 for a webhook URL the egress policy forbids (a private address, a port)."""
+        try:
+            await self._policy.check_target(url)
+        except (BlockedUrlError, UnresolvableHostError) as exc:
+            raise refused(("webhook", "url"), f"refused by the egress policy: {exc}") from None
 
     async def status(self, job_id: str, kind: JobKind, tenant: str) -> JobStatus:
         """The job as the view knows it; the view first catches up with the job's requests

@@ -75,3 +75,38 @@ class GatewayProcess:
     async def close(self) -> None:
         await self.kill()
         self.log_file.close()
+
+
+class DispatcherProcess:
+    """`crawlstream webhooks` as a child process (ready once it logs `webhooks.started`)."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, name: str) -> None:
+        self.env = os.environ | env | {"CRAWL_WORKER_NAME": name}
+        self.log_path = log_path
+        self.name = name
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self.log_file = self.log_path.open("ab")
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "service",
+            "webhooks",
+            env=self.env,
+            stdout=self.log_file,
+            stderr=self.log_file,
+            start_new_session=True,
+        )
+        async with asyncio.timeout(GATEWAY_START_DEADLINE_S):
+            while "webhooks.started" not in self.log_path.read_text(errors="replace"):
+                if self.process.returncode is not None:
+                    raise AssertionError(f"{self.name} exited: {self.log_path.read_text()[-3000:]}")
+                await asyncio.sleep(0.2)
+
+    async def close(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            await self.process.wait()
+        self.log_file.close()

@@ -50,6 +50,7 @@ async def start_crawl(
         tenant=tenant,
         crawl=plan.spec,
         echo=plan.echo,
+        webhook=plan.webhook,
     )
     return {"success": True, "id": job_id, "url": f"{base_url(request)}/v2/crawl/{job_id}"}
 
@@ -90,7 +91,12 @@ async def start_batch(
 ) -> dict[str, Any]:
     plan = batch_plan(body, limits=gateway.limits)
     job_id = await gateway.start(
-        "batch", plan.urls, plan.scrape.options, plan.scrape.choices, tenant=tenant
+        "batch",
+        plan.urls,
+        plan.scrape.options,
+        plan.scrape.choices,
+        tenant=tenant,
+        webhook=plan.webhook,
     )
     return {
         "success": True,
