@@ -183,10 +183,7 @@ async def main(samples: int, pages: int, seconds: float) -> None:
     async with LocalBroker() as broker, serve() as site:
         topics = Topics(
             bootstrap=broker.bootstrap_servers,
-            extra_env={
-                "CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{site.port}",
-                "CRAWL_LOG_LEVEL": "warning",
-            },
+            extra_env={"CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{site.port}"},
         )
         await ensure_topics(topics.settings())
         await wait_for_leaders(topics)

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Final, Self
 
 import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
 from aiokafka.partitioner import DefaultPartitioner
 
+from service.backoff import backoff_s
 from service.contracts import ProgressEvent
 from service.errors import BrokerUnavailableError
 from service.gateway.jobs import JobMarker, JobView
@@ -28,6 +30,10 @@ log = structlog.get_logger(__name__)
 
 POLL_TIMEOUT_MS: Final = 200
 """Longest wait of one fetch; bounds how late a replica sees a job started elsewhere."""
+
+RETRY_BASE_S: Final = 0.5
+RETRY_MAX_S: Final = 10.0
+"""Backoff of the view's reads after a broker error."""
 
 FETCH_MAX_BYTES: Final = 8 * 1024 * 1024
 """Bytes fetched per poll while rebuilding (requests and events are small)."""
@@ -117,19 +123,32 @@ class ViewReader:
         return assigned
 
     async def _run(self, ends: dict[TopicPartition, int]) -> None:
+        """Fold forever; broker trouble is logged and retried with backoff (the view only
+        lags meanwhile: `caught_up` callers wait, up to their deadline)."""
+        failures = 0
         while True:
-            batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
-            for records in batch.values():
-                for record in records:
-                    self._fold(record)
-            for tp in self._consumer.assignment():
-                self._positions[tp] = await self._consumer.position(tp)
-            self._signal()
-            if not self.ready.is_set() and all(
-                self._positions.get(tp, 0) >= end for tp, end in ends.items()
-            ):
-                log.info("gateway.view_ready", jobs=len(self.view))
-                self.ready.set()
+            try:
+                await self._round(ends)
+                failures = 0
+            except KafkaError as exc:
+                wait_s = backoff_s(failures, base_s=RETRY_BASE_S, max_s=RETRY_MAX_S)
+                log.warning("gateway.view_read_failed", error=repr(exc), wait_s=wait_s)
+                failures += 1
+                await asyncio.sleep(wait_s)
+
+    async def _round(self, ends: dict[TopicPartition, int]) -> None:
+        batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
+        for records in batch.values():
+            for record in records:
+                self._fold(record)
+        for tp in self._consumer.assignment():
+            self._positions[tp] = await self._consumer.position(tp)
+        self._signal()
+        if not self.ready.is_set() and all(
+            self._positions.get(tp, 0) >= end for tp, end in ends.items()
+        ):
+            log.info("gateway.view_ready", jobs=len(self.view))
+            self.ready.set()
 
     def _signal(self) -> None:
         advanced, self._advanced = self._advanced, asyncio.Event()

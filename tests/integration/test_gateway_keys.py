@@ -88,6 +88,9 @@ async def test_a_tenant_over_its_job_limit_gets_429_also_through_another_replica
     assert refused.status_code == 429
     assert int(refused.headers["Retry-After"]) > 0
     assert "limit is 1" in refused.json()["error"]
+    async with httpx.AsyncClient(base_url=second.url, timeout=10) as client:
+        metrics = (await client.get("/metrics")).text
+    assert 'route="/v2/crawl",status="429",tenant="acme"' in metrics
     concurrency = await asyncio.to_thread(sdk_second.get_concurrency)
     assert (concurrency.concurrency, concurrency.max_concurrency) == (1, 1)
 

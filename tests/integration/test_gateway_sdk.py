@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from typing import TYPE_CHECKING
 
+import httpx
 import pytest
 from firecrawl import Firecrawl
 from firecrawl.v2.types import PaginationConfig
@@ -222,6 +224,27 @@ async def test_the_watcher_streams_every_document_over_the_websocket(
         watcher.stop()
     urls = {event["data"]["metadata"]["sourceURL"] for event in documents}
     assert len(urls) == len(documents) == 15
+
+
+async def test_bad_input_gets_firecrawls_400_and_starts_nothing(start_gateway):
+    """Broken JSON, a body that is not an object, an unknown key, a bad cursor: 400 in
+    Firecrawl's shape, and no job exists afterwards."""
+    gateway = await start_gateway()
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as client:
+        broken = await client.post(
+            "/v2/crawl", content=b'{"url": ', headers={"Content-Type": "application/json"}
+        )
+        listed = await client.post("/v2/crawl", json=["https://example.com/"])
+        unknown = await client.post("/v2/crawl", json={"url": "https://e.com/", "depth": 2})
+        cursor = await client.get(f"/v2/crawl/{uuid.uuid4()}?cursor=nope")
+        active = await client.get("/v2/crawl/active")
+    for answer in (broken, listed, unknown):
+        assert answer.status_code == 400
+        assert answer.json()["success"] is False
+        assert answer.json()["error"].startswith("Bad Request")
+    assert "depth" in unknown.json()["error"]
+    assert cursor.status_code == 404  # the job is looked up before its cursor is read
+    assert active.json() == {"success": True, "crawls": []}
 
 
 async def test_an_unknown_job_is_404(start_gateway):
