@@ -13,38 +13,16 @@ import pytest
 from firecrawl import Firecrawl
 from firecrawl.v2.types import PaginationConfig
 from firecrawl.v2.utils.error_handler import FirecrawlError
-from gateway import GatewayProcess
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
-    from pathlib import Path
-
+    from gateway import GatewayProcess
     from graphsite import GraphSite
-    from harness import Topics
     from testsite import TestSite
 
 pytestmark = pytest.mark.integration
 
 SDK_TIMEOUT_S = 120
 """The SDK's own waits (scrape, crawl waiter, batch waiter)."""
-
-
-@pytest.fixture
-async def start_gateway(
-    topics: Topics, tmp_path: Path
-) -> AsyncIterator[Callable[..., Awaitable[GatewayProcess]]]:
-    """Starts `crawlstream gateway` replicas on this test's topics; all stopped afterwards."""
-    started: list[GatewayProcess] = []
-
-    async def start(name: str = "g1", **env: str) -> GatewayProcess:
-        gateway = GatewayProcess(topics.env(**env), tmp_path / f"{name}.log", name)
-        started.append(gateway)
-        await gateway.start()
-        return gateway
-
-    yield start
-    for gateway in started:
-        await gateway.close()
 
 
 def sdk(gateway: GatewayProcess) -> Firecrawl:
