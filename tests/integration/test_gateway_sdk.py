@@ -106,6 +106,7 @@ async def test_two_replicas_start_poll_page_through_next_and_cancel(
     assert len(urls) == len(set(urls)) == 130 == job.completed
     everything = await asyncio.to_thread(sdk(second).get_crawl_status, started.id)
     assert len(everything.data) == 130
+    assert not await asyncio.to_thread(sdk(first).cancel_crawl, started.id)  # 409: it ended
 
     other = await asyncio.to_thread(
         sdk(first).start_crawl, site.url("/"), limit=400, include_paths=["^/page/"]
@@ -119,13 +120,15 @@ async def test_two_replicas_start_poll_page_through_next_and_cancel(
 async def test_batch_scrape_returns_one_document_per_url(
     start_worker, start_gateway, site: TestSite
 ):
-    """`batch_scrape` waits for the batch and returns every URL's document."""
+    """`batch_scrape` waits for the batch and returns every URL's document; a URL the egress
+    policy refuses is listed by the errors endpoint instead."""
     await start_worker()
     gateway = await start_gateway()
     urls = [site.url(f"/page/{n}") for n in range(5)]
+    refused = "http://127.0.0.1:9/closed"
     job = await asyncio.to_thread(
         sdk(gateway).batch_scrape,
-        urls,
+        [*urls, refused],
         formats=["markdown"],
         poll_interval=1,
         wait_timeout=SDK_TIMEOUT_S,
@@ -133,6 +136,15 @@ async def test_batch_scrape_returns_one_document_per_url(
     assert job.status == "completed"
     assert sorted(doc.metadata_typed.source_url for doc in job.data) == sorted(urls)
     assert all("Page" in (doc.markdown or "") for doc in job.data)
+    assert (job.completed, job.total) == (5, 6)
+    alone = await asyncio.to_thread(sdk(gateway).start_batch_scrape, [refused])
+    async with asyncio.timeout(60):
+        while (
+            await asyncio.to_thread(sdk(gateway).get_batch_scrape_status, alone.id)
+        ).status == "scraping":
+            await asyncio.sleep(0.5)
+    errors = await asyncio.to_thread(sdk(gateway).get_batch_scrape_errors, alone.id)
+    assert [(e.url, e.code) for e in errors.errors] == [(refused, "blocked")]
 
 
 async def test_a_replica_started_mid_crawl_answers_for_it_at_once(

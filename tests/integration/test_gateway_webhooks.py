@@ -16,6 +16,7 @@ from firecrawl import Firecrawl
 from gateway import DispatcherProcess, GatewayProcess, free_port
 from harness import wait_for_group
 
+from service.client import CrawlClient
 from service.webhooks import verify
 
 if TYPE_CHECKING:
@@ -143,3 +144,32 @@ async def test_a_webhook_to_a_private_address_is_refused(topics: Topics, tmp_pat
         await gateway.close()
     assert answer.status_code == 400
     assert "webhook.url" in answer.json()["error"]
+
+
+async def test_a_kafka_producers_request_gets_its_webhooks_too(
+    topics: Topics, start_worker, site: TestSite, tmp_path
+):
+    """A request produced with the Python client (no gateway) and `metadata.webhook` gets
+    started, a page per URL with its document, completed."""
+    async with receiving() as receiver:
+        allowed = f"127.0.0.1:{site.port},127.0.0.1:{receiver.port}"
+        env = topics.env(CRAWL_ALLOWED_HOSTS=allowed, CRAWL_WEBHOOK_SECRET=SECRET)
+        await start_worker(CRAWL_ALLOWED_HOSTS=allowed)
+        dispatcher = DispatcherProcess(env, tmp_path / "d1.log", "d1")
+        urls = [site.url(f"/page/{n}") for n in range(3)]
+        try:
+            await dispatcher.start()
+            async with CrawlClient(topics.settings()) as client:
+                submission = await client.submit(urls, metadata={"webhook": receiver.url})
+            done = lambda: any(b["type"] == "crawl.completed" for b in receiver.bodies())  # noqa: E731
+            await until(done, 120)
+        finally:
+            await dispatcher.close()
+    events = receiver.unique()
+    assert events[0]["type"] == "crawl.started"
+    assert events[-1]["type"] == "crawl.completed"
+    pages = [b for b in events if b["type"] == "crawl.page"]
+    assert sorted(b["data"][0]["metadata"]["sourceURL"] for b in pages) == urls
+    assert all("Page" in b["data"][0]["markdown"] for b in pages)
+    assert all(b["id"] == submission.request_id for b in events)
+    assert all(verify(SECRET, raw, header) for raw, header in receiver.deliveries)
