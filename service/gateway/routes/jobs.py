@@ -71,8 +71,8 @@ async def crawl_status(
     gateway: GatewayDep,
     tenant: TenantDep,
     cursor: str | None = None,
-) -> dict[str, Any]:
-    return await _status(gateway, job_id, "crawl", tenant, cursor, base_url(request))
+) -> JSONResponse:
+    return JSONResponse(await _status(gateway, job_id, "crawl", tenant, cursor, base_url(request)))
 
 
 @crawl_router.get("/v2/crawl/{job_id}/errors", summary="A crawl's failed pages")
@@ -113,8 +113,8 @@ async def batch_status(
     gateway: GatewayDep,
     tenant: TenantDep,
     cursor: str | None = None,
-) -> dict[str, Any]:
-    return await _status(gateway, job_id, "batch", tenant, cursor, base_url(request))
+) -> JSONResponse:
+    return JSONResponse(await _status(gateway, job_id, "batch", tenant, cursor, base_url(request)))
 
 
 @batch_router.get("/v2/batch/scrape/{job_id}/errors", summary="A batch's failed pages")

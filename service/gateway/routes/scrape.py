@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 
 from service.contracts import ErrorCode
 from service.gateway.documents import document
@@ -36,11 +37,11 @@ KEEPS_DOCUMENT: Final = frozenset({ErrorCode.HTTP_ERROR})
 
 
 @router.post("/v2/scrape", summary="Scrape one URL and wait for its document")
-async def scrape(body: JsonBody, gateway: GatewayDep, tenant: TenantDep) -> dict[str, Any]:
+async def scrape(body: JsonBody, gateway: GatewayDep, tenant: TenantDep) -> JSONResponse:
     url, plan = scrape_plan(body, limits=gateway.limits)
     timeout_s = _wait_s(plan, gateway.settings.gateway_scrape_timeout.total_seconds())
     result = await gateway.scrape(url, plan.options, tenant=tenant, timeout_s=timeout_s)
-    return _answer(result, plan)
+    return JSONResponse(_answer(result, plan))  # documents are plain JSON: no re-encoding
 
 
 def _wait_s(plan: ScrapePlan, default_s: float) -> float:
