@@ -259,6 +259,10 @@ class Settings(BaseSettings):
     """Deliveries tried per webhook event (with backoff) before it is dropped and counted."""
     webhook_timeout: Seconds = Field(default=timedelta(seconds=10), gt=timedelta(0))
     """Deadline of one delivery (connect, send, answer)."""
+    webhook_max_age: Seconds = Field(default=timedelta(days=1), gt=timedelta(0))
+    """Events older than this when read are not delivered (logged `webhook.expired`): a new
+    dispatcher group starts at the beginning of the progress topic, and must not replay its
+    whole retention to the receivers."""
 
     # --- Observability -------------------------------------------------------------------
     metrics_port: int = Field(default=9400, ge=0, le=65535)

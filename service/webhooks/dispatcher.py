@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from pydantic import ValidationError
 
-from service.contracts import PageResult, ProgressEvent
+from service.contracts import PageResult, ProgressEvent, utc_now
 from service.gateway.documents import document
 from service.gateway.jobs import JobMarker
 from service.gateway.options import ScrapeChoices
@@ -164,6 +164,9 @@ class Dispatcher:
             log.warning("webhooks.skipped", partition=record.partition, offset=record.offset)
             return
         if config is None:
+            return
+        if utc_now() - event.at > self._settings.webhook_max_age:
+            log.info("webhook.expired", request_id=event.request_id, type=event.type.value)
             return
         hook = hook_of(event, config)
         if hook is not None:
