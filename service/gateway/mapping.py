@@ -12,13 +12,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from pydantic import ValidationError
-
 from service.contracts import (
     MAX_CRAWL_DEPTH,
     CrawlOptions,
     CrawlSpec,
     Format,
+)
+from service.gateway._fields import (
+    COMMON_KEYS,
+    bool_of,
+    int_of,
+    is_http,
+    mapping_of,
+    refuse_set,
+    refuse_unknown,
+    split_urls,
+    strings_of,
+    url_of,
+    validated,
 )
 from service.gateway.errors import ApiError, Detail, bad_request, refused
 from service.gateway.options import ScrapeChoices, scrape_choices
@@ -81,14 +92,10 @@ class BatchPlan:
     webhook: WebhookConfig | None = None
 
 
-_COMMON: Final = frozenset({"origin", "integration", "auditMetadata"})
-"""Keys every body may carry that change nothing (bookkeeping of the caller)."""
-
-
 def scrape_plan(body: Mapping[str, Any], *, limits: Limits) -> tuple[str, ScrapePlan]:
     """`POST /v2/scrape`: the URL and the plan of its one page."""
-    url = _url(body.get("url"), ("url",))
-    extra = set(body) - {"url", "zeroDataRetention", *_COMMON}
+    url = url_of(body.get("url"), ("url",))
+    extra = set(body) - {"url", "zeroDataRetention", *COMMON_KEYS}
     options = {key: body[key] for key in extra}
     _no_retention(body, ())
     return url, _plan(options, (), limits=limits)
@@ -96,20 +103,22 @@ def scrape_plan(body: Mapping[str, Any], *, limits: Limits) -> tuple[str, Scrape
 
 def crawl_plan(body: Mapping[str, Any], *, limits: Limits) -> CrawlPlan:
     """`POST /v2/crawl`: a deep crawl from `url` with Firecrawl's semantics."""
-    _unknown(body, _CRAWL_KEYS, ())
-    url = _url(body.get("url"), ("url",))
-    _refuse_set(body, ("prompt", "robotsUserAgent"), ())
+    refuse_unknown(body, _CRAWL_KEYS, ())
+    url = url_of(body.get("url"), ("url",))
+    refuse_set(body, ("prompt", "robotsUserAgent"), ())
     _no_retention(body, ())
     _must_be(body, "allowExternalLinks", value=False, why="only the seed's site is crawled")
     _concurrency(body, limits)
     scrape = _plan(
-        _mapping(body.get("scrapeOptions"), ("scrapeOptions",)),
+        mapping_of(body.get("scrapeOptions"), ("scrapeOptions",)),
         ("scrapeOptions",),
         limits=limits,
-        respect_robots=not _bool(body, "ignoreRobotsTxt", default=False),
+        respect_robots=not bool_of(body, "ignoreRobotsTxt", default=False),
     )
     spec = _spec(body, url, limits)
-    echo = {key: value for key, value in body.items() if key not in {"url", "webhook", *_COMMON}}
+    echo = {
+        key: value for key, value in body.items() if key not in {"url", "webhook", *COMMON_KEYS}
+    }
     hook = _webhook(body.get("webhook"))
     return CrawlPlan(url=url, spec=spec, scrape=scrape, echo=echo, webhook=hook)
 
@@ -119,18 +128,18 @@ def batch_plan(body: Mapping[str, Any], *, limits: Limits) -> BatchPlan:
     urls = body.get("urls")
     if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
         raise bad_request(Detail(path=("urls",), message="a non-empty list of URLs is required"))
-    _refuse_set(body, ("appendToId",), ())
+    refuse_set(body, ("appendToId",), ())
     _no_retention(body, ())
     _concurrency(body, limits)
-    good, bad = _split_urls(urls)
-    if bad and not _bool(body, "ignoreInvalidURLs", default=True):
+    good, bad = split_urls(urls)
+    if bad and not bool_of(body, "ignoreInvalidURLs", default=True):
         raise bad_request(Detail(path=("urls",), message=f"invalid URLs: {', '.join(bad)}"))
     if not good:
         raise bad_request(Detail(path=("urls",), message="no valid http(s) URL"))
     if len(good) > limits.max_urls:
         raise refused(("urls",), f"at most {limits.max_urls} URLs per batch on this cluster")
     batch_keys = {
-        "urls", "ignoreInvalidURLs", "maxConcurrency", "zeroDataRetention", "webhook", *_COMMON
+        "urls", "ignoreInvalidURLs", "maxConcurrency", "zeroDataRetention", "webhook", *COMMON_KEYS
     }  # fmt: skip
     options = {key: value for key, value in body.items() if key not in batch_keys}
     plan = _plan(options, (), limits=limits)
@@ -145,8 +154,8 @@ def _webhook(value: object) -> WebhookConfig | None:
     raw = {"url": value} if isinstance(value, str) else value
     if not isinstance(raw, dict):
         raise bad_request(Detail(path=("webhook",), message="a URL or an object is expected"))
-    config: WebhookConfig = _validated(WebhookConfig, raw, ("webhook",))
-    if not _is_http(config.url):
+    config: WebhookConfig = validated(WebhookConfig, raw, ("webhook",))
+    if not is_http(config.url):
         raise bad_request(Detail(path=("webhook", "url"), message="an http(s) URL is required"))
     return config
 
@@ -157,7 +166,7 @@ _CRAWL_KEYS: Final = frozenset(
         "ignoreQueryParameters", "deduplicateSimilarURLs", "limit", "crawlEntireDomain",
         "allowExternalLinks", "allowSubdomains", "ignoreRobotsTxt", "robotsUserAgent", "delay",
         "maxConcurrency", "webhook", "scrapeOptions", "regexOnFullURL", "zeroDataRetention",
-        "ignoreSitemap", *_COMMON,
+        "ignoreSitemap", *COMMON_KEYS,
     }
 )  # fmt: skip
 
@@ -174,38 +183,38 @@ def _plan(
     if choices.timeout_ms is not None:
         fields["timeout_ms"] = choices.timeout_ms
     del limits  # the per-page ceilings are the worker's (it clamps `timeout_ms`)
-    return ScrapePlan(options=_validated(CrawlOptions, fields, path), choices=choices)
+    return ScrapePlan(options=validated(CrawlOptions, fields, path), choices=choices)
 
 
 def _spec(body: Mapping[str, Any], url: str, limits: Limits) -> CrawlSpec:
-    limit = _int(body, "limit", default=limits.max_crawl_pages, low=1)
+    limit = int_of(body, "limit", default=limits.max_crawl_pages, low=1)
     if limit > limits.max_crawl_pages:
         raise refused(("limit",), f"at most {limits.max_crawl_pages} pages per crawl here")
-    depth = _int(body, "maxDiscoveryDepth", default=MAX_CRAWL_DEPTH, low=0)
+    depth = int_of(body, "maxDiscoveryDepth", default=MAX_CRAWL_DEPTH, low=0)
     if depth > MAX_CRAWL_DEPTH:
         raise refused(("maxDiscoveryDepth",), f"at most {MAX_CRAWL_DEPTH}")
     sitemap = body.get("sitemap") or (
-        "skip" if _bool(body, "ignoreSitemap", default=False) else "include"
+        "skip" if bool_of(body, "ignoreSitemap", default=False) else "include"
     )
     if sitemap not in {"include", "skip", "only"}:
         raise bad_request(Detail(path=("sitemap",), message="one of include, skip, only"))
     delay = body.get("delay") or 0
     if not isinstance(delay, int | float) or not 0 <= delay <= MAX_DELAY_S:
         raise refused(("delay",), f"seconds between 0 and {MAX_DELAY_S}")
-    full_url = _bool(body, "regexOnFullURL", default=False)
+    full_url = bool_of(body, "regexOnFullURL", default=False)
     fields: dict[str, Any] = {
         "max_pages": limit,
         "max_depth": 0 if sitemap == "only" else depth,
-        "scope": "domain" if _bool(body, "allowSubdomains", default=False) else "host",
-        "include": [_pattern(p, full_url=full_url) for p in _strings(body, "includePaths")],
-        "exclude": [_pattern(p, full_url=full_url) for p in _strings(body, "excludePaths")]
-        + _under_seed(url, entire=_bool(body, "crawlEntireDomain", default=False)),
+        "scope": "domain" if bool_of(body, "allowSubdomains", default=False) else "host",
+        "include": [_pattern(p, full_url=full_url) for p in strings_of(body, "includePaths")],
+        "exclude": [_pattern(p, full_url=full_url) for p in strings_of(body, "excludePaths")]
+        + _under_seed(url, entire=bool_of(body, "crawlEntireDomain", default=False)),
         "sitemap": sitemap != "skip",
-        "ignore_query": _bool(body, "ignoreQueryParameters", default=False),
+        "ignore_query": bool_of(body, "ignoreQueryParameters", default=False),
         "delay_ms": round(delay * 1000),
     }
-    _bool(body, "deduplicateSimilarURLs", default=True)
-    spec: CrawlSpec = _validated(
+    bool_of(body, "deduplicateSimilarURLs", default=True)
+    spec: CrawlSpec = validated(
         CrawlSpec, fields, (), context={"max_crawl_pages": limits.max_crawl_pages}
     )
     return spec
@@ -228,65 +237,6 @@ def _under_seed(url: str, *, entire: bool) -> list[str]:
         return []
     tail = "" if path.endswith("/") else "(?:[/?#]|$)"
     return [f"{SCHEME_AND_HOST}(?!{re.escape(path)}{tail})"]
-
-
-def _validated(
-    model: type[Any], fields: dict[str, Any], path: Path, context: dict[str, Any] | None = None
-) -> Any:  # noqa: ANN401 - the model's own type
-    try:
-        return model.model_validate(fields, context=context)
-    except ValidationError as exc:
-        details = [
-            Detail(path=(*path, *_firecrawl_name(error["loc"])), message=error["msg"])
-            for error in exc.errors()
-        ]
-        raise bad_request(*details) from None
-
-
-_CONTRACT_NAMES: Final = {
-    "max_pages": "limit",
-    "max_depth": "maxDiscoveryDepth",
-    "include": "includePaths",
-    "exclude": "excludePaths",
-    "delay_ms": "delay",
-    "timeout_ms": "timeout",
-}
-
-
-def _firecrawl_name(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
-    return tuple(_CONTRACT_NAMES.get(str(part), part) for part in loc[:1]) + loc[1:]
-
-
-def _split_urls(urls: list[str]) -> tuple[list[str], list[str]]:
-    good: list[str] = []
-    bad: list[str] = []
-    for url in urls:
-        (good if _is_http(url) else bad).append(url)
-    return list(dict.fromkeys(good)), bad
-
-
-def _is_http(url: str) -> bool:
-    parts = urlsplit(url.strip())
-    return parts.scheme.lower() in {"http", "https"} and bool(parts.hostname)
-
-
-def _url(value: object, path: Path) -> str:
-    if not isinstance(value, str) or not _is_http(value):
-        raise bad_request(Detail(path=path, message="an absolute http(s) URL is required"))
-    return value.strip()
-
-
-def _unknown(body: Mapping[str, Any], known: frozenset[str], path: Path) -> None:
-    extra = sorted(set(body) - known)
-    if extra:
-        details = [Detail(path=(*path, key), message="unrecognized key") for key in extra]
-        raise bad_request(*details)
-
-
-def _refuse_set(body: Mapping[str, Any], keys: tuple[str, ...], path: Path) -> None:
-    for key in keys:
-        if body.get(key) not in (None, "", [], {}):
-            raise refused((*path, key), "not supported by this gateway")
 
 
 def _no_retention(body: Mapping[str, Any], path: Path) -> None:
@@ -314,117 +264,13 @@ def _concurrency(body: Mapping[str, Any], limits: Limits) -> None:
         )
 
 
-def _mapping(value: object, path: Path) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise bad_request(Detail(path=path, message="an object is expected"))
-    return value
-
-
-def _bool(body: Mapping[str, Any], key: str, *, default: bool) -> bool:
-    value = body.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise bad_request(Detail(path=(key,), message="a boolean is expected"))
-    return value
-
-
-def _int(body: Mapping[str, Any], key: str, *, default: int, low: int) -> int:
-    value = body.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise bad_request(Detail(path=(key,), message=f"an integer of at least {low} is expected"))
-    return value
-
-
-def _strings(body: Mapping[str, Any], key: str) -> list[str]:
-    value = body.get(key) or []
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise bad_request(Detail(path=(key,), message="a list of strings is expected"))
-    return value
-
-
 __all__ = [
     "ApiError",
     "BatchPlan",
     "CrawlPlan",
     "Limits",
-    "MapPlan",
     "ScrapePlan",
     "batch_plan",
     "crawl_plan",
-    "map_plan",
     "scrape_plan",
 ]
-
-
-MAP_LIMIT: Final = 5000
-"""Firecrawl's default `limit` of `POST /v2/map`."""
-
-MAP_MAX_LIMIT: Final = 100_000
-"""Firecrawl's largest `limit` of `POST /v2/map`."""
-
-_MAP_KEYS: Final = frozenset(
-    {
-        "url", "search", "sitemap", "includeSubdomains", "ignoreQueryParameters", "limit",
-        "timeout", "location", "threatProtection", "ignoreSitemap", *_COMMON,
-    }
-)  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MapPlan:
-    """`POST /v2/map`: the seed page is rendered once (its links), the sitemap read, and
-    nothing else: a deep crawl of one page whose frontier records are the answer."""
-
-    url: str
-    sitemap: str
-    search: str | None
-    limit: int
-    include_subdomains: bool
-    timeout_ms: int | None
-    spec: CrawlSpec
-    options: CrawlOptions
-
-
-def map_plan(body: Mapping[str, Any], *, limits: Limits) -> MapPlan:
-    _unknown(body, _MAP_KEYS, ())
-    url = _url(body.get("url"), ("url",))
-    _refuse_set(body, ("location", "threatProtection"), ())
-    sitemap = body.get("sitemap") or (
-        "skip" if _bool(body, "ignoreSitemap", default=False) else "include"
-    )
-    if sitemap not in {"include", "skip", "only"}:
-        raise bad_request(Detail(path=("sitemap",), message="one of include, skip, only"))
-    limit = _int(body, "limit", default=MAP_LIMIT, low=1)
-    if limit > MAP_MAX_LIMIT:
-        raise bad_request(Detail(path=("limit",), message=f"at most {MAP_MAX_LIMIT}"))
-    subdomains = _bool(body, "includeSubdomains", default=True)
-    search = body.get("search")
-    if search is not None and not isinstance(search, str):
-        raise bad_request(Detail(path=("search",), message="a string is expected"))
-    timeout = body.get("timeout")
-    if timeout is not None and (not isinstance(timeout, int) or timeout < 1000):  # noqa: PLR2004
-        raise bad_request(Detail(path=("timeout",), message="milliseconds, at least 1000"))
-    spec = CrawlSpec(
-        max_pages=1,
-        max_depth=1,
-        scope="domain" if subdomains else "host",
-        sitemap=sitemap != "skip",
-        ignore_query=_bool(body, "ignoreQueryParameters", default=True),
-    )
-    options = CrawlOptions(formats=(Format.LINKS,), render="auto")
-    del limits
-    return MapPlan(
-        url=url,
-        sitemap=sitemap,
-        search=search or None,
-        limit=limit,
-        include_subdomains=subdomains,
-        timeout_ms=timeout,
-        spec=spec,
-        options=options,
-    )

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from service.contracts import CrawlOptions, CrawlSpec
-    from service.gateway.mapping import MapPlan
+    from service.gateway.maplinks import MapPlan
     from service.gateway.options import ScrapeChoices
     from service.gateway.paging import Cursor
     from service.settings import Settings

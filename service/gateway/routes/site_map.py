@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from service.gateway.mapping import map_plan
+from service.gateway.maplinks import map_plan
 from service.gateway.routes._deps import GatewayDep, JsonBody, TenantDep  # noqa: TC001
 
 router = APIRouter(tags=["map"])
@@ -14,6 +14,6 @@ router = APIRouter(tags=["map"])
 
 @router.post("/v2/map", summary="Discover a site's URLs without scraping every page")
 async def map_site(body: JsonBody, gateway: GatewayDep, tenant: TenantDep) -> dict[str, Any]:
-    plan = map_plan(body, limits=gateway.limits)
+    plan = map_plan(body)
     links = await gateway.map(plan, tenant=tenant)
     return {"success": True, "links": [{"url": url} for url in links]}

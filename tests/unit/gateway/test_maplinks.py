@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from service.contracts import FrontierRecord, RecordSource
-from service.gateway.maplinks import map_links
-from service.gateway.mapping import Limits, map_plan
+from service.gateway.maplinks import map_links, map_plan
 
-LIMITS = Limits(max_urls=100, max_crawl_pages=10_000, max_pages_per_host=4)
 SOURCE = RecordSource(topic="r", partition=0, offset=0)
 
 
@@ -23,7 +21,7 @@ RECORDS = [
 
 
 def test_seed_links_and_sitemap_unique_on_the_site_and_its_subdomains():
-    plan = map_plan({"url": "https://ex.com/"}, limits=LIMITS)
+    plan = map_plan({"url": "https://ex.com/"})
     assert map_links(plan, RECORDS) == [
         "https://ex.com/",
         "https://ex.com/a",
@@ -33,13 +31,11 @@ def test_seed_links_and_sitemap_unique_on_the_site_and_its_subdomains():
 
 
 def test_sitemap_only_skip_search_limit_and_no_subdomains():
-    only = map_plan({"url": "https://ex.com/", "sitemap": "only"}, limits=LIMITS)
+    only = map_plan({"url": "https://ex.com/", "sitemap": "only"})
     assert map_links(only, RECORDS) == ["https://ex.com/s1", "https://docs.ex.com/d"]
-    skip = map_plan(
-        {"url": "https://ex.com/", "sitemap": "skip", "includeSubdomains": False}, limits=LIMITS
-    )
+    skip = map_plan({"url": "https://ex.com/", "sitemap": "skip", "includeSubdomains": False})
     assert map_links(skip, RECORDS) == ["https://ex.com/", "https://ex.com/a", "https://ex.com/s1"]
-    searched = map_plan({"url": "https://ex.com/", "search": "S1", "limit": 1}, limits=LIMITS)
+    searched = map_plan({"url": "https://ex.com/", "search": "S1", "limit": 1})
     assert map_links(searched, RECORDS) == ["https://ex.com/s1"]
     assert not skip.spec.sitemap
     assert only.spec.max_pages == 1
