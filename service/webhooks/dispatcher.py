@@ -19,10 +19,12 @@ from service.contracts import PageResult, ProgressEvent, utc_now
 from service.gateway.documents import document
 from service.gateway.jobs import JobMarker
 from service.gateway.options import ScrapeChoices
+from service.health import HealthServer
 from service.messaging.chunks import Reassembler
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 from service.webhooks.delivery import Deliverer
+from service.webhooks.metrics import WebhookMetrics
 from service.webhooks.payloads import WebhookConfig, hook_of, webhook_event
 
 if TYPE_CHECKING:
@@ -129,6 +131,7 @@ class Dispatcher:
         )
         self._results = _Results(settings)
         self._stop = asyncio.Event()
+        self.metrics = WebhookMetrics()
 
     async def run(self) -> None:
         """Until SIGTERM or SIGINT: deliver, commit, repeat."""
@@ -138,14 +141,18 @@ class Dispatcher:
         await self._consumer.start()
         await self._results.start()
         log.info("webhooks.started", group=self._settings.webhook_group_id)
+        health = HealthServer(self.metrics, self._settings.metrics_port, self._ready)
         try:
-            async with Deliverer(self._settings) as deliverer:
+            async with health, Deliverer(self._settings) as deliverer:
                 while not self._stop.is_set():
                     await self._round(deliverer)
         finally:
             await self._results.stop()
             with contextlib.suppress(Exception):
                 await self._consumer.stop()
+
+    async def _ready(self) -> dict[str, bool]:
+        return {"assigned": bool(self._consumer.assignment())}
 
     async def _round(self, deliverer: Deliverer) -> None:
         batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
@@ -167,14 +174,16 @@ class Dispatcher:
             return
         if utc_now() - event.at > self._settings.webhook_max_age:
             log.info("webhook.expired", request_id=event.request_id, type=event.type.value)
+            self.metrics.events.labels("expired").inc()
             return
         hook = hook_of(event, config)
         if hook is not None:
             data = await self._data(event, marker) if hook == "page" else []
             prefix = "batch_scrape" if marker is not None and marker.kind == "batch" else "crawl"
-            await deliverer.deliver(
+            delivered = await deliverer.deliver(
                 config, webhook_event(event, hook, config, prefix=prefix, data=data)
             )
+            self.metrics.events.labels("delivered" if delivered else "dropped").inc()
         if event.is_terminal:
             self._results.forget(event.request_id)
 

@@ -74,7 +74,10 @@ def test_the_gateway_serves_its_port_and_probes_and_reads_the_mounted_keys(docs)
     [mount] = gateway["volumeMounts"]
     keys_file = env_file(DEPLOY / "kubernetes/gateway/gateway.env")["CRAWL_GATEWAY_KEYS_FILE"]
     assert keys_file.startswith(mount["mountPath"] + "/")
-    assert container(docs, "crawlstream-webhooks")["args"] == ["webhooks"]
+    webhooks = container(docs, "crawlstream-webhooks")
+    assert webhooks["args"] == ["webhooks"]
+    assert webhooks["ports"][0]["containerPort"] == Settings().metrics_port
+    assert webhooks["readinessProbe"]["httpGet"]["path"] == "/readyz"
 
 
 def test_the_service_and_hpa_target_the_gateway(docs):

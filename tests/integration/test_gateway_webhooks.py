@@ -153,7 +153,12 @@ async def test_a_kafka_producers_request_gets_its_webhooks_too(
     started, a page per URL with its document, completed."""
     async with receiving() as receiver:
         allowed = f"127.0.0.1:{site.port},127.0.0.1:{receiver.port}"
-        env = topics.env(CRAWL_ALLOWED_HOSTS=allowed, CRAWL_WEBHOOK_SECRET=SECRET)
+        metrics_port = free_port()
+        env = topics.env(
+            CRAWL_ALLOWED_HOSTS=allowed,
+            CRAWL_WEBHOOK_SECRET=SECRET,
+            CRAWL_METRICS_PORT=str(metrics_port),
+        )
         await start_worker(CRAWL_ALLOWED_HOSTS=allowed)
         dispatcher = DispatcherProcess(env, tmp_path / "d1.log", "d1")
         urls = [site.url(f"/page/{n}") for n in range(3)]
@@ -163,8 +168,13 @@ async def test_a_kafka_producers_request_gets_its_webhooks_too(
                 submission = await client.submit(urls, metadata={"webhook": receiver.url})
             done = lambda: any(b["type"] == "crawl.completed" for b in receiver.bodies())  # noqa: E731
             await until(done, 120)
+            async with httpx.AsyncClient(timeout=10) as client:
+                metrics = (await client.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+                ready = await client.get(f"http://127.0.0.1:{metrics_port}/readyz")
         finally:
             await dispatcher.close()
+    assert 'crawl_webhook_events_total{outcome="delivered"} 5.0' in metrics
+    assert ready.status_code == 200
     events = receiver.unique()
     assert events[0]["type"] == "crawl.started"
     assert events[-1]["type"] == "crawl.completed"
