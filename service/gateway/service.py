@@ -3,6 +3,7 @@ the job view and the result reader; keeps nothing that another replica would not
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from contextlib import AsyncExitStack
@@ -52,6 +53,9 @@ class Gateway:
         self.view = JobView()
         self.keys = KeyRing.load(settings.gateway_keys_file)
         self._policy = UrlPolicy.from_settings(settings)
+        self._admitting: dict[str, asyncio.Lock] = {}
+        """Per tenant: one admission at a time on this replica, so two concurrent starts
+        cannot both pass a limit the first one fills."""
         self._stack = AsyncExitStack()
         self._client = CrawlClient(settings)
         self._reader = ViewReader(settings, self.view)
@@ -118,7 +122,25 @@ class Gateway:
         """Produce the job's request and return its id (the request_id); 429 over a limit."""
         if webhook is not None:
             await self._check_webhook(webhook.url)
-        await self.admit(tenant)
+        async with self._admitting.setdefault(tenant, asyncio.Lock()):
+            await self.admit(tenant)
+            return await self._start(
+                kind, urls, options, choices, tenant=tenant, crawl=crawl, echo=echo,
+                webhook=webhook,
+            )  # fmt: skip
+
+    async def _start(
+        self,
+        kind: JobKind,
+        urls: Sequence[str],
+        options: CrawlOptions,
+        choices: ScrapeChoices,
+        *,
+        tenant: str,
+        crawl: CrawlSpec | None,
+        echo: dict[str, JsonValue] | None,
+        webhook: WebhookConfig | None,
+    ) -> str:
         job_id = str(uuid.uuid4())
         partition, offset = (await self._client.output_positions(job_id))[
             self.settings.results_topic
