@@ -32,3 +32,9 @@ fi
 for tool in java mvn; do
   have "$tool" || { echo "missing: $tool (Java 17 and Maven run the local Kafka broker)" >&2; exit 1; }
 done
+# The Firecrawl JavaScript SDK for tests/integration/test_gateway_js_sdk.py, from its lock.
+if have npm && [ ! -d tests/js/node_modules ]; then
+  echo "Installing the Firecrawl JavaScript SDK (tests/js) with npm ci..."
+  npm ci --prefix tests/js --no-audit --no-fund --loglevel=error \
+    || echo "npm ci failed: the JavaScript SDK test will skip" >&2
+fi

@@ -189,6 +189,13 @@ class CrawlClient:
         self._starts[submission] = starts
         return submission
 
+    async def output_positions(self, request_id: str) -> dict[str, tuple[int, int]]:
+        """Per output topic (results, progress), the partition `request_id`'s messages go to
+        and its end offset now: where they would start if it were produced next."""
+        async with self._follower() as consumer:
+            ends = await self._end_offsets(consumer, request_id)
+        return {tp.topic: (tp.partition, offset) for tp, offset in ends.items()}
+
     async def follow(
         self, submission: Submission | str, *, timeout_s: float = FOLLOW_TIMEOUT_S
     ) -> AsyncIterator[ProgressEvent | PageResult]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Protocol, Self
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -11,14 +11,21 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from types import TracebackType
 
-    from service.metrics import Metrics
+    from prometheus_client import CollectorRegistry
+
+
+class HasRegistry(Protocol):
+    """What the server needs of a metrics container: its registry."""
+
+    @property
+    def registry(self) -> CollectorRegistry: ...
 
 
 class HealthServer:
     """Serves the metrics and probes; an async context manager (port 0 disables it)."""
 
     def __init__(
-        self, metrics: Metrics, port: int, ready: Callable[[], Awaitable[dict[str, bool]]]
+        self, metrics: HasRegistry, port: int, ready: Callable[[], Awaitable[dict[str, bool]]]
     ) -> None:
         self._metrics = metrics
         self._port = port

@@ -245,6 +245,34 @@ class Settings(BaseSettings):
     memory_governor: bool = True
     """Admit pages by memory headroom; off: a fixed `CRAWL_MAX_PAGE_SLOTS` (benchmarks only)."""
 
+    # --- Gateway (Firecrawl-compatible HTTP API) -----------------------------------------
+    gateway_port: int = Field(default=3002, ge=0, le=65535)
+    """Port `crawlstream gateway` serves Firecrawl's v2 API on (3002, Firecrawl's self-hosted
+    one); `/metrics`, `/healthz` and `/readyz` are served there too."""
+    gateway_host: str = "0.0.0.0"  # noqa: S104 - a server in a container listens on all
+    """Address the gateway listens on."""
+    gateway_keys_file: Path | None = None
+    """JSON file of API keys and tenants (`{"keys": [{"key", "tenant", "max_concurrent_jobs",
+    "pages_per_minute"}]}`, e.g. a mounted Kubernetes Secret); unset: the gateway is open."""
+    gateway_scrape_timeout: Seconds = Field(default=timedelta(seconds=60), gt=timedelta(0))
+    """How long a synchronous `POST /v2/scrape` without a `timeout` waits for its page (queueing
+    in Kafka included) before it answers 408 and cancels the request."""
+
+    # --- Webhooks (`crawlstream webhooks`) ---------------------------------------------
+    webhook_secret: SecretStr | None = None
+    """Key of the HMAC-SHA256 signature of every webhook body (`X-Firecrawl-Signature:
+    sha256=<hex>`, as Firecrawl signs); unset: webhooks go unsigned."""
+    webhook_group_id: str = "crawlstream-webhooks"
+    """Consumer group of the webhook dispatchers (any number of replicas)."""
+    webhook_attempts: int = Field(default=6, ge=1, le=20)
+    """Deliveries tried per webhook event (with backoff) before it is dropped and counted."""
+    webhook_timeout: Seconds = Field(default=timedelta(seconds=10), gt=timedelta(0))
+    """Deadline of one delivery (connect, send, answer)."""
+    webhook_max_age: Seconds = Field(default=timedelta(days=1), gt=timedelta(0))
+    """Events older than this when read are not delivered (logged `webhook.expired`): a new
+    dispatcher group starts at the beginning of the progress topic, and must not replay its
+    whole retention to the receivers."""
+
     # --- Observability -------------------------------------------------------------------
     metrics_port: int = Field(default=9400, ge=0, le=65535)
     """Port of `/metrics`, `/healthz` and `/readyz` (0: off)."""

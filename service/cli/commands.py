@@ -26,6 +26,20 @@ async def run_worker(_: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def run_gateway(args: argparse.Namespace, settings: Settings) -> int:
+    from service.gateway import serve  # noqa: PLC0415 - the HTTP stack only when needed
+
+    await serve(settings, args.port)
+    return 0
+
+
+async def run_webhooks(_: argparse.Namespace, settings: Settings) -> int:
+    from service.webhooks import Dispatcher  # noqa: PLC0415
+
+    await Dispatcher(settings).run()
+    return 0
+
+
 async def run_broker(args: argparse.Namespace, _: Settings) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,5 +1,5 @@
-"""`crawlstream` sub-commands: worker, broker, topics, submit, cancel, status, follow, demo,
-schemas, settings, dead-letter."""
+"""`crawlstream` sub-commands: worker, gateway, webhooks, broker, topics, submit, cancel, status,
+follow, demo, schemas, settings, dead-letter."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crawlstream", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("worker", help="consume crawl requests until SIGTERM")
+    _add_servers(commands)
     broker = commands.add_parser("broker", help="run a local single-node Kafka (KRaft)")
     broker.add_argument("--port", type=int, default=9092)
     broker.add_argument("--data-dir", type=Path, default=None)
@@ -85,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--to-offset", type=int, default=None, help="inclusive")
     replay.add_argument("--request-id", default=None)
     return parser
+
+
+def _add_servers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    commands.add_parser("worker", help="consume crawl requests until SIGTERM")
+    gateway = commands.add_parser("gateway", help="serve Firecrawl's v2 HTTP API over the cluster")
+    gateway.add_argument("--port", type=int, default=None, help="default CRAWL_GATEWAY_PORT")
+    commands.add_parser("webhooks", help="deliver the webhooks of every job (a consumer group)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

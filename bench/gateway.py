@@ -1,0 +1,210 @@
+"""The gateway's costs, side by side in one run.
+
+    .venv/bin/python bench/gateway.py [--samples 30] [--pages 10000] [--seconds 10]
+
+(a) Scrape latency: one `crawlstream worker` process, one URL at a time, alternately
+    through a Kafka client (`CrawlClient.crawl`: produce, follow the output topics) and
+    through a `crawlstream gateway` process (`POST /v2/scrape`, httpx). Prints p50 and p95 of
+    each and the gateway's p50 minus the client's (target: at most +20 ms).
+(b) Status polls: a job of `--pages` pages written to the topics as a worker would (its
+    request record, `accepted`, one result and one page event per page), the worker stopped
+    first so nothing else runs; then `GET /v2/crawl/{id}` (status and the first `data` page of
+    100 documents) from 8 concurrent callers for `--seconds` against one replica: polls per
+    second. Also the time to page through all documents by `next`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+from _common import ROOT
+from aiokafka import AIOKafkaProducer
+from gateway import GatewayProcess
+from harness import Topics, WorkerProcess, wait_for_leaders
+from testsite import serve
+
+from service.broker import LocalBroker
+from service.client import CrawlClient
+from service.contracts import (
+    CrawlOptions,
+    CrawlRequest,
+    EventType,
+    Format,
+    PageResult,
+    ProgressEvent,
+    dump,
+)
+from service.gateway.jobs import MARKER_KEY, JobMarker
+from service.messaging.topics import ensure_topics
+
+WARMUP = 5
+"""Samples of each path measured first and left out (browser and JIT warm-up)."""
+
+POLLERS = 8
+"""Concurrent callers of the status endpoint."""
+
+MARKDOWN_BYTES = 2000
+"""Markdown per synthetic page (documents of the poll benchmark)."""
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise RuntimeError(message)
+
+
+def quantiles(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return statistics.median(ordered) * 1000, p95 * 1000
+
+
+async def latency(topics: Topics, gateway: GatewayProcess, url: str, samples: int) -> None:
+    client_s: list[float] = []
+    gateway_s: list[float] = []
+    options = CrawlOptions(formats=(Format.MARKDOWN, Format.METADATA))
+    async with CrawlClient(topics.settings()) as client, httpx.AsyncClient(timeout=60) as http:
+        for n in range(WARMUP + samples):
+            started = time.perf_counter()
+            [result] = await client.crawl([url], options, timeout_s=60)
+            took = time.perf_counter() - started
+            _check(result.ok, f"the client's scrape failed: {result.error}")
+            if n >= WARMUP:
+                client_s.append(took)
+            started = time.perf_counter()
+            answer = await http.post(
+                f"{gateway.url}/v2/scrape", json={"url": url, "formats": ["markdown"]}
+            )
+            took = time.perf_counter() - started
+            _check(answer.status_code == 200, f"the gateway's scrape failed: {answer.text}")
+            if n >= WARMUP:
+                gateway_s.append(took)
+    (c50, c95), (g50, g95) = quantiles(client_s), quantiles(gateway_s)
+    print(f"scrape, 1 URL, {samples} samples each (after {WARMUP} warm-up)")
+    print(f"  Kafka client (CrawlClient.crawl)  p50 {c50:7.1f} ms   p95 {c95:7.1f} ms")
+    print(f"  gateway POST /v2/scrape           p50 {g50:7.1f} ms   p95 {g95:7.1f} ms")
+    print(f"  gateway - client                  p50 {g50 - c50:+7.1f} ms  (target <= +20 ms)")
+
+
+async def synthetic_job(topics: Topics, pages: int) -> str:
+    """A running crawl of `pages` pages, written as a worker and the gateway would."""
+    settings = topics.settings()
+    job_id = str(uuid.uuid4())
+    async with CrawlClient(settings) as client:
+        partition, offset = (await client.output_positions(job_id))[settings.results_topic]
+    marker = JobMarker(
+        kind="crawl",
+        url="https://example.com/",
+        tenant="open",
+        created_at=datetime.now(tz=UTC),
+        results_partition=partition,
+        results_offset=offset,
+        formats=("markdown",),
+    )
+    metadata = {MARKER_KEY: marker.model_dump(mode="json")}
+    producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, linger_ms=20)
+    await producer.start()
+    try:
+        request = CrawlRequest(request_id=job_id, urls=["https://example.com/"], metadata=metadata)
+        await producer.send(settings.requests_topic, dump(request), key=job_id.encode())
+        await _write_pages(producer, settings, job_id, metadata, pages)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return job_id
+
+
+async def _write_pages(producer, settings, job_id: str, metadata: dict, pages: int) -> None:  # noqa: ANN001
+    now = datetime.now(tz=UTC)
+    key = job_id.encode()
+
+    def event(seq: int, kind: EventType, done: int) -> bytes:
+        return dump(
+            ProgressEvent(
+                request_id=job_id, run_id="r1", seq=seq, type=kind, total=pages,
+                succeeded=done, failed=0, at=now, worker="bench", request_metadata=metadata,
+            )
+        )  # fmt: skip
+
+    await producer.send(settings.progress_topic, event(0, EventType.ACCEPTED, 0), key=key)
+    for n in range(pages):
+        url = f"https://example.com/p/{n}"
+        result = PageResult(
+            request_id=job_id, result_id=f"{n:032x}", run_id="r1", url=url, ok=True,
+            status_code=200, markdown="x" * MARKDOWN_BYTES, elapsed_ms=1, fetched_at=now,
+            worker="bench", request_metadata=metadata,
+        )  # fmt: skip
+        await producer.send(settings.results_topic, dump(result), key=key)
+        await producer.send(
+            settings.progress_topic, event(n + 1, EventType.PAGE_SUCCEEDED, n + 1), key=key
+        )
+
+
+async def polls(gateway: GatewayProcess, job_id: str, pages: int, seconds: float) -> None:
+    url = f"{gateway.url}/v2/crawl/{job_id}"
+    async with httpx.AsyncClient(timeout=30) as http:
+        async with asyncio.timeout(120):
+            while (await http.get(url)).json().get("completed") != pages:  # noqa: ASYNC110
+                await asyncio.sleep(0.5)
+        count = 0
+        end = time.perf_counter() + seconds
+
+        async def poller() -> None:
+            nonlocal count
+            while time.perf_counter() < end:
+                answer = await http.get(url)
+                _check(len(answer.json()["data"]) == 100, f"a poll answered {answer.text[:200]}")
+                count += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(poller() for _ in range(POLLERS)))
+        rate = count / (time.perf_counter() - started)
+        started = time.perf_counter()
+        documents, following = 0, url
+        while following:
+            body = (await http.get(following)).json()
+            documents += len(body["data"])
+            following = body["next"] if body["data"] else None
+        walked = time.perf_counter() - started
+    print(f"status polls, one replica, a {pages:,}-page crawl, {POLLERS} concurrent callers")
+    print(f"  GET /v2/crawl/{{id}} (status + first 100 documents)   {rate:7.1f} polls/s")
+    print(f"  paging through all {documents:,} documents by next    {walked:7.2f} s")
+
+
+async def main(samples: int, pages: int, seconds: float) -> None:
+    logs = ROOT / ".bench"
+    logs.mkdir(exist_ok=True)
+    async with LocalBroker() as broker, serve() as site:
+        topics = Topics(
+            bootstrap=broker.bootstrap_servers,
+            extra_env={"CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{site.port}"},
+        )
+        await ensure_topics(topics.settings())
+        await wait_for_leaders(topics)
+        worker = WorkerProcess(topics.env(), Path(logs / f"{topics.prefix}-w1.log"), "w1")
+        gateway = GatewayProcess(topics.env(), Path(logs / f"{topics.prefix}-g1.log"), "g1")
+        await worker.start()
+        await gateway.start()
+        try:
+            await latency(topics, gateway, site.url("/page/7"), samples)
+            await worker.terminate()
+            job_id = await synthetic_job(topics, pages)
+            await polls(gateway, job_id, pages, seconds)
+        finally:
+            await gateway.close()
+            await worker.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--pages", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    asyncio.run(main(args.samples, args.pages, args.seconds))

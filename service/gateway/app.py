@@ -1,0 +1,109 @@
+"""The ASGI app: FastAPI (OpenAPI from the routes, Starlette's WebSockets), served by uvicorn.
+
+Firecrawl's error shape for every failure: `{"success": false, "error": ..., "details"}`.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+import structlog
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException
+
+from service.errors import BrokerUnavailableError
+from service.gateway.errors import ApiError, Detail, bad_request
+from service.gateway.metrics import GatewayMetrics
+from service.gateway.routes import ROUTERS
+from service.gateway.service import OPEN_TENANT, Gateway
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from service.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+TITLE: Final = "Crawlstream gateway (Firecrawl v2 API)"
+
+
+def create_app(settings: Settings, metrics: GatewayMetrics | None = None) -> FastAPI:
+    """The app; its lifespan connects to Kafka and rebuilds the job view."""
+    counted = metrics or GatewayMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with Gateway(settings) as gateway:
+            app.state.gateway = gateway
+            if gateway.keys.open:
+                log.warning("gateway.open", detail="no CRAWL_GATEWAY_KEYS_FILE: no API key needed")
+            log.info("gateway.started", port=settings.gateway_port, keys=len(gateway.keys.entries))
+            yield
+
+    app = FastAPI(title=TITLE, version="2", lifespan=lifespan)
+    app.state.metrics = counted
+    for router in ROUTERS:
+        app.include_router(router)
+    app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(BrokerUnavailableError, _broker_away)  # type: ignore[arg-type]
+    app.add_api_route("/metrics", _metrics, include_in_schema=False)
+    app.middleware("http")(_count)
+    return app
+
+
+async def serve(settings: Settings, port: int | None = None) -> None:
+    """Run the gateway until SIGTERM or SIGINT (uvicorn's own handlers)."""
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.gateway_host,
+        port=settings.gateway_port if port is None else port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        ws="websockets",
+    )
+    await uvicorn.Server(config).serve()
+
+
+async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+
+async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    details = [
+        Detail(path=tuple(error["loc"][1:]) or ("body",), message=str(error["msg"]))
+        for error in exc.errors()
+    ]
+    return await _api_error(_, bad_request(*details))
+
+
+async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
+    return JSONResponse({"success": False, "error": exc.detail}, status_code=exc.status_code)
+
+
+async def _broker_away(_: Request, exc: BrokerUnavailableError) -> JSONResponse:
+    return JSONResponse({"success": False, "error": str(exc)}, status_code=503)
+
+
+async def _metrics(request: Request) -> Response:
+    registry = request.app.state.metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def _count(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:  # noqa: ANN401
+    started = time.perf_counter()
+    response = await call_next(request)
+    route = getattr(request.scope.get("route"), "path", "unmatched")
+    metrics: GatewayMetrics = request.app.state.metrics
+    tenant = getattr(request.state, "tenant", OPEN_TENANT)
+    metrics.requests.labels(route, str(response.status_code), tenant).inc()
+    metrics.seconds.labels(route).observe(time.perf_counter() - started)
+    return response

@@ -1,0 +1,180 @@
+"""The job view: every gateway job known from the requests topic, with its progress folded
+from the progress topic. Each replica keeps one, rebuilt from the topics at start, so any
+replica answers for any job. Pure: `view_reader.py` feeds it."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+from service.contracts import EventType
+
+if TYPE_CHECKING:
+    from service.contracts import ProgressEvent
+
+MARKER_KEY: Final = "firecrawl"
+"""The key of a gateway job's marker in `CrawlRequest.metadata` (echoed on every event)."""
+
+JobKind = Literal["scrape", "crawl", "batch"]
+
+State = Literal["scraping", "completed", "failed", "cancelled"]
+
+PAGE_WINDOW: Final = timedelta(minutes=1)
+"""How far back the view keeps each tenant's page instants (`pages_per_minute`)."""
+
+_PAGE_EVENTS: Final = frozenset({EventType.PAGE_SUCCEEDED, EventType.PAGE_FAILED})
+
+_STATES: Final[dict[EventType, State]] = {
+    EventType.COMPLETED: "completed",
+    EventType.CANCELLED: "cancelled",
+    EventType.FAILED: "failed",
+    EventType.EXPIRED: "failed",
+    EventType.REJECTED: "failed",
+}
+"""Firecrawl's state for each terminal event; every other event is `scraping`."""
+
+
+class JobMarker(BaseModel):
+    """What the gateway puts in a request's metadata: enough for any replica to answer."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    kind: JobKind
+    url: str
+    """The seed (crawl) or the first URL (batch, scrape)."""
+    tenant: str
+    created_at: datetime
+    results_partition: int
+    results_offset: int
+    """Where the job's results start: the partition's end just before the request was
+    produced (nothing of the job can be earlier)."""
+    formats: tuple[str, ...]
+    full_page: bool = False
+    remove_base64_images: bool = True
+    warning: str | None = None
+    options: dict[str, JsonValue] = {}
+    """The options as given (echoed by `GET /v2/crawl/active`)."""
+
+    @classmethod
+    def of(cls, metadata: dict[str, Any]) -> JobMarker | None:
+        """The marker in a request's (or an event's echoed) metadata, if it is a job's."""
+        raw = metadata.get(MARKER_KEY)
+        return cls.model_validate(raw) if isinstance(raw, dict) else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Progress:
+    """The latest event of the latest run of a job."""
+
+    run_id: str
+    seq: int
+    type: EventType
+    total: int
+    succeeded: int
+    failed: int
+    cancelled: int
+
+    @classmethod
+    def of(cls, event: ProgressEvent) -> Progress:
+        return cls(
+            run_id=event.run_id,
+            seq=event.seq,
+            type=event.type,
+            total=event.total,
+            succeeded=event.succeeded,
+            failed=event.failed,
+            cancelled=event.cancelled,
+        )
+
+    def then(self, event: ProgressEvent) -> Progress:
+        """This progress after `event`: a later event of the run, or a new run (a redelivery,
+        whose events start at seq 0); a late event of an older run changes nothing."""
+        if event.run_id == self.run_id:
+            return Progress.of(event) if event.seq > self.seq else self
+        return Progress.of(event) if event.seq == 0 else self
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobStatus:
+    """A job as Firecrawl reports it."""
+
+    id: str
+    marker: JobMarker
+    state: State
+    total: int
+    completed: int
+    """Pages with a successful document (Firecrawl counts failed pages apart: `/errors`)."""
+
+    @property
+    def terminal(self) -> bool:
+        return self.state != "scraping"
+
+
+@dataclass(slots=True)
+class JobView:
+    """The jobs of every replica, folded from the topics."""
+
+    _jobs: dict[str, JobMarker] = field(default_factory=dict)
+    _progress: dict[str, Progress] = field(default_factory=dict)
+    _pages: dict[str, deque[datetime]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def submitted(self, job_id: str, marker: JobMarker) -> None:
+        self._jobs.setdefault(job_id, marker)
+
+    def progressed(self, event: ProgressEvent) -> None:
+        """Fold an event; events of requests that are not gateway jobs are ignored."""
+        if MARKER_KEY not in event.request_metadata:
+            return
+        if event.type in _PAGE_EVENTS:
+            self._page_done(event)
+        current = self._progress.get(event.request_id)
+        self._progress[event.request_id] = (
+            Progress.of(event) if current is None else current.then(event)
+        )
+
+    def recent_pages(self, tenant: str) -> list[datetime]:
+        """When the tenant's latest pages finished (those within a minute of the newest)."""
+        return list(self._pages.get(tenant, ()))
+
+    def _page_done(self, event: ProgressEvent) -> None:
+        marker = event.request_metadata.get(MARKER_KEY)
+        tenant = marker.get("tenant") if isinstance(marker, dict) else None
+        if not isinstance(tenant, str):
+            return
+        instants = self._pages.setdefault(tenant, deque())
+        instants.append(event.at)
+        newest = max(instants[-1], event.at)
+        while instants and newest - instants[0] >= PAGE_WINDOW:
+            instants.popleft()
+
+    def status(self, job_id: str) -> JobStatus | None:
+        marker = self._jobs.get(job_id)
+        if marker is None:
+            return None
+        progress = self._progress.get(job_id)
+        if progress is None:
+            return JobStatus(id=job_id, marker=marker, state="scraping", total=0, completed=0)
+        return JobStatus(
+            id=job_id,
+            marker=marker,
+            state=_STATES.get(progress.type, "scraping"),
+            total=progress.total,
+            completed=progress.succeeded,
+        )
+
+    def active(self, *, tenant: str | None = None, kind: JobKind | None = None) -> list[JobStatus]:
+        """Jobs not ended yet, oldest first (of one tenant and kind when given)."""
+        found = [
+            status
+            for job_id, marker in self._jobs.items()
+            if (tenant is None or marker.tenant == tenant) and (kind is None or marker.kind == kind)
+            if (status := self.status(job_id)) is not None and not status.terminal
+        ]
+        return sorted(found, key=lambda status: status.marker.created_at)

@@ -1,0 +1,149 @@
+"""Reads a job's results from its partition of the results topic, a page at a time, from a
+cursor: each call reads forward from where the previous page ended, never the whole job."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Self
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from service.contracts import PageResult
+from service.errors import BrokerUnavailableError
+from service.gateway.paging import PAGE_BYTES, PAGE_DOCUMENTS, Cursor
+from service.messaging.chunks import Reassembler
+from service.messaging.kafka_config import client_options
+
+if TYPE_CHECKING:
+    from aiokafka.structs import ConsumerRecord
+
+    from service.settings import Settings
+
+READERS: Final = 4
+"""Consumers kept started for page reads (a read takes one; more reads wait)."""
+
+FETCH_RECORDS: Final = 500
+"""Records per fetch of a page read."""
+
+FETCH_WAIT_MS: Final = 200
+"""Longest wait of one fetch of a page read."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Page:
+    """Results of one read and where the next read starts."""
+
+    results: tuple[PageResult, ...]
+    next: Cursor
+    at_end: bool
+    """The read reached the partition's end (as it was when the read started)."""
+
+
+@dataclass(slots=True)
+class _Scan:
+    """One read in progress: what it kept, chunks pending and where to resume."""
+
+    key: bytes
+    ok_only: bool
+    results: list[PageResult]
+    chunks: Reassembler
+    seen: set[str]
+    size: int = 0
+    pending_from: int | None = None
+
+    def take(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        if record.key != self.key:
+            return
+        whole = self.chunks.add(record.value, list(record.headers))
+        if whole is None:
+            self.pending_from = record.offset if self.pending_from is None else self.pending_from
+            return
+        if self.chunks.pending == 0:
+            self.pending_from = None
+        result = PageResult.model_validate_json(whole)
+        if result.result_id in self.seen or (self.ok_only and not result.ok):
+            return
+        self.seen.add(result.result_id)
+        self.results.append(result)
+        self.size += len(whole)
+
+    def full(self) -> bool:
+        return self.pending_from is None and (
+            len(self.results) >= PAGE_DOCUMENTS or self.size >= PAGE_BYTES
+        )
+
+
+class ResultReader:
+    """Page reads of the results topic through a few started consumers."""
+
+    def __init__(self, settings: Settings, readers: int = READERS) -> None:
+        self._settings = settings
+        self._timeout_s = settings.kafka_timeout.total_seconds()
+        self._idle: asyncio.Queue[AIOKafkaConsumer] = asyncio.Queue()
+        self._all = [
+            AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False, group_id=None)
+            for _ in range(readers)
+        ]
+
+    async def __aenter__(self) -> Self:
+        try:
+            for consumer in self._all:
+                await asyncio.wait_for(consumer.start(), self._timeout_s)
+                self._idle.put_nowait(consumer)
+        except (TimeoutError, OSError) as exc:
+            await self.__aexit__()
+            raise BrokerUnavailableError(f"cannot reach Kafka: {exc}") from exc
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        for consumer in self._all:
+            await asyncio.wait_for(consumer.stop(), self._timeout_s)
+
+    async def page(
+        self, job_id: str, partition: int, cursor: Cursor, *, ok_only: bool = True
+    ) -> Page:
+        """The job's results from `cursor` on: at most a page (100 documents or 10 MB), or
+        what is there up to the partition's end; duplicates (a redelivery) dropped."""
+        consumer = await self._idle.get()
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await self._read(consumer, job_id, partition, cursor, ok_only=ok_only)
+        finally:
+            self._idle.put_nowait(consumer)
+
+    async def _read(
+        self,
+        consumer: AIOKafkaConsumer,
+        job_id: str,
+        partition: int,
+        cursor: Cursor,
+        *,
+        ok_only: bool,
+    ) -> Page:
+        tp = TopicPartition(self._settings.results_topic, partition)
+        consumer.assign([tp])
+        end = (await consumer.end_offsets([tp]))[tp]
+        consumer.seek(tp, cursor.offset)
+        scan = _Scan(job_id.encode(), ok_only, [], Reassembler(), set())
+        resume = await self._scan(consumer, tp, end, scan)
+        results = tuple(scan.results)
+        following = Cursor(offset=resume, returned=cursor.returned + len(results))
+        return Page(results=results, next=following, at_end=resume >= end)
+
+    @staticmethod
+    async def _scan(consumer: AIOKafkaConsumer, tp: TopicPartition, end: int, scan: _Scan) -> int:
+        """Read until the page is full or the end; the offset the next read starts at."""
+        position = int(await consumer.position(tp))
+        while position < end:
+            batch = await consumer.getmany(tp, timeout_ms=FETCH_WAIT_MS, max_records=FETCH_RECORDS)
+            for record in batch.get(tp, []):
+                if record.offset >= end:
+                    break
+                scan.take(record)
+                position = int(record.offset) + 1
+                if scan.full():
+                    return position
+            if not batch:
+                position = max(position, int(await consumer.position(tp)))
+        return position if scan.pending_from is None else int(scan.pending_from)

@@ -1,0 +1,59 @@
+"""`POST /v2/scrape`: one URL, answered when its page is done (or after its `timeout`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from service.contracts import ErrorCode
+from service.gateway.documents import document
+from service.gateway.errors import ApiError
+from service.gateway.mapping import scrape_plan
+from service.gateway.routes._deps import GatewayDep, JsonBody, TenantDep  # noqa: TC001
+
+if TYPE_CHECKING:
+    from service.contracts import PageResult
+    from service.gateway.mapping import ScrapePlan
+
+router = APIRouter(tags=["scrape"])
+
+QUEUE_ALLOWANCE_S: Final = 10.0
+"""Time a scrape may spend in Kafka and on a worker beyond its page `timeout`."""
+
+_FAILURES: Final[dict[ErrorCode, int]] = {
+    ErrorCode.TIMEOUT: 408,
+    ErrorCode.DEADLINE: 408,
+    ErrorCode.BLOCKED: 403,
+    ErrorCode.ROBOTS: 403,
+    ErrorCode.INVALID_URL: 400,
+    ErrorCode.INVALID_SELECTOR: 400,
+}
+"""The HTTP status of a page that failed, by its error code (others: 500)."""
+
+KEEPS_DOCUMENT: Final = frozenset({ErrorCode.HTTP_ERROR})
+"""Failures Firecrawl answers with a document (a 404 page is a scraped page, statusCode 404)."""
+
+
+@router.post("/v2/scrape", summary="Scrape one URL and wait for its document")
+async def scrape(body: JsonBody, gateway: GatewayDep, tenant: TenantDep) -> JSONResponse:
+    url, plan = scrape_plan(body, limits=gateway.limits)
+    timeout_s = _wait_s(plan, gateway.settings.gateway_scrape_timeout.total_seconds())
+    result = await gateway.scrape(url, plan.options, tenant=tenant, timeout_s=timeout_s)
+    return JSONResponse(_answer(result, plan))  # documents are plain JSON: no re-encoding
+
+
+def _wait_s(plan: ScrapePlan, default_s: float) -> float:
+    timeout_ms = plan.choices.timeout_ms
+    return default_s if timeout_ms is None else timeout_ms / 1000 + QUEUE_ALLOWANCE_S
+
+
+def _answer(result: PageResult, plan: ScrapePlan) -> dict[str, Any]:
+    error = result.error
+    if error is None or error.code in KEEPS_DOCUMENT:
+        return {"success": True, "data": document(result, plan.choices)}
+    raise ApiError(
+        status=_FAILURES.get(error.code, 500),
+        message=f"Scrape failed: {error.code.value}: {error.message}",
+    )

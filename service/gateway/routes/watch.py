@@ -1,0 +1,96 @@
+"""The WebSocket on `/v2/crawl/{id}` (and `/v2/batch/scrape/{id}`) that the SDKs' watchers
+use: `catchup` with the documents so far, a `document` per new one, then `done` (completed),
+`error` (failed) or a last status snapshot (cancelled)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any, Final
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from websockets.exceptions import ConnectionClosed
+
+from service.gateway.documents import document
+from service.gateway.errors import ApiError
+from service.gateway.paging import Cursor
+from service.gateway.routes._deps import GatewayDep, tenant_of
+from service.gateway.routes.jobs import choices_of
+
+if TYPE_CHECKING:
+    from service.gateway.jobs import JobKind, JobStatus
+    from service.gateway.results import Page
+    from service.gateway.service import Gateway
+
+router = APIRouter()
+
+WATCH_INTERVAL_S: Final = 0.5
+"""Time between two reads of a watched job's results partition."""
+
+
+@router.websocket("/v2/crawl/{job_id}")
+async def watch_crawl(websocket: WebSocket, job_id: str, gateway: GatewayDep) -> None:
+    await _watch(websocket, gateway, job_id, "crawl")
+
+
+@router.websocket("/v2/batch/scrape/{job_id}")
+async def watch_batch(websocket: WebSocket, job_id: str, gateway: GatewayDep) -> None:
+    await _watch(websocket, gateway, job_id, "batch")
+
+
+async def _watch(websocket: WebSocket, gateway: Gateway, job_id: str, kind: JobKind) -> None:
+    await websocket.accept()
+    with contextlib.suppress(WebSocketDisconnect, ConnectionClosed):
+        try:
+            status = await gateway.status(job_id, kind, tenant_of(websocket))
+        except ApiError as exc:
+            await websocket.send_json({"type": "error", "error": exc.message})
+            await websocket.close()
+            return
+        await _stream(websocket, gateway, status)
+        await websocket.close()
+
+
+async def _stream(websocket: WebSocket, gateway: Gateway, status: JobStatus) -> None:
+    cursor = Cursor(offset=status.marker.results_offset)
+    docs: list[dict[str, Any]] = []
+    while True:  # catch up: every document so far
+        status = gateway.view.status(status.id) or status
+        page = await gateway.page(status, cursor)
+        docs += [document(result, choices_of(status)) for result in page.results]
+        cursor = page.next
+        if page.at_end:
+            break
+    await websocket.send_json({"type": "catchup", "data": _snapshot(status, docs)})
+    while not _finished(status, page):
+        await asyncio.sleep(WATCH_INTERVAL_S)
+        status = gateway.view.status(status.id) or status
+        page = await gateway.page(status, cursor)
+        cursor = page.next
+        for result in page.results:
+            await websocket.send_json(
+                {"type": "document", "data": document(result, choices_of(status))}
+            )
+    await websocket.send_json(_last(status))
+
+
+def _finished(status: JobStatus, page: Page) -> bool:
+    return status.terminal and page.at_end and page.next.returned >= status.completed
+
+
+def _snapshot(status: JobStatus, docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "status": status.state,
+        "total": status.total,
+        "completed": status.completed,
+        "creditsUsed": status.completed,
+        "data": docs,
+    }
+
+
+def _last(status: JobStatus) -> dict[str, Any]:
+    if status.state == "completed":
+        return {"type": "done", "data": _snapshot(status, [])}
+    if status.state == "failed":
+        return {"type": "error", "error": f"the job {status.state}"}
+    return {"type": "status", "data": _snapshot(status, [])}

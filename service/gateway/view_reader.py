@@ -1,0 +1,167 @@
+"""Feeds the job view from Kafka: the requests topic (jobs) and the progress topic (their
+events), every partition from its beginning, then live. A group-less consumer: every replica
+reads everything, so any replica answers for any job."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import TYPE_CHECKING, Final, Self
+
+import structlog
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+from aiokafka.partitioner import DefaultPartitioner
+
+from service.backoff import backoff_s
+from service.contracts import ProgressEvent
+from service.errors import BrokerUnavailableError
+from service.gateway.jobs import JobMarker, JobView
+from service.messaging.kafka_config import client_options
+from service.messaging.metadata import partitions_of
+
+if TYPE_CHECKING:
+    from aiokafka.structs import ConsumerRecord
+
+    from service.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+POLL_TIMEOUT_MS: Final = 200
+"""Longest wait of one fetch; bounds how late a replica sees a job started elsewhere."""
+
+RETRY_BASE_S: Final = 0.5
+RETRY_MAX_S: Final = 10.0
+"""Backoff of the view's reads after a broker error."""
+
+FETCH_MAX_BYTES: Final = 8 * 1024 * 1024
+"""Bytes fetched per poll while rebuilding (requests and events are small)."""
+
+
+class ViewReader:
+    """Tails the requests and progress topics into a `JobView`; an async context manager."""
+
+    def __init__(self, settings: Settings, view: JobView) -> None:
+        self._settings = settings
+        self.view = view
+        self._consumer = AIOKafkaConsumer(
+            **client_options(settings),
+            enable_auto_commit=False,
+            group_id=None,
+            fetch_max_bytes=FETCH_MAX_BYTES,
+        )
+        self._positions: dict[TopicPartition, int] = {}
+        self._request_partitions: list[int] = []
+        self._advanced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._timeout_s = settings.kafka_timeout.total_seconds()
+        self.ready = asyncio.Event()
+        """Set once the view holds everything the topics held when the reader started."""
+
+    async def __aenter__(self) -> Self:
+        try:
+            await asyncio.wait_for(self._consumer.start(), self._timeout_s)
+            partitions = await self._assign()
+        except (TimeoutError, OSError) as exc:
+            await self._consumer.stop()
+            raise BrokerUnavailableError(f"cannot reach Kafka: {exc}") from exc
+        ends = await self._consumer.end_offsets(partitions)
+        self._task = asyncio.create_task(self._run(dict(ends)), name="gateway-view")
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
+
+    async def caught_up(self, request_id: str) -> None:
+        """Return once the view has read the requests partition of `request_id` up to its end
+        as it is now: a job produced through any replica before this call is then known."""
+        [partition] = [
+            TopicPartition(self._settings.requests_topic, number)
+            for number in [self._partition_of(request_id)]
+        ]
+        end = (await self._consumer.end_offsets([partition]))[partition]
+        async with asyncio.timeout(self._timeout_s):
+            while self._positions.get(partition, 0) < end:
+                await self._wait_advance()
+
+    async def caught_up_all(self) -> None:
+        """Return once the view has read every requests and progress partition up to its end
+        as it is now: every job started through any replica before this call is counted."""
+        assigned = list(self._consumer.assignment())
+        ends = await self._consumer.end_offsets(assigned)
+        async with asyncio.timeout(self._timeout_s):
+            while any(self._positions.get(tp, 0) < end for tp, end in ends.items()):
+                await self._wait_advance()
+
+    async def _wait_advance(self) -> None:
+        event = self._advanced
+        await event.wait()
+
+    def _partition_of(self, request_id: str) -> int:
+        partitioner = DefaultPartitioner()
+        chosen: int = partitioner(request_id.encode(), self._request_partitions, [])
+        return chosen
+
+    async def _assign(self) -> list[TopicPartition]:
+        settings = self._settings
+        requests = sorted(await partitions_of(settings, settings.requests_topic))
+        progress = sorted(await partitions_of(settings, settings.progress_topic))
+        self._request_partitions = requests
+        assigned = [TopicPartition(settings.requests_topic, p) for p in requests] + [
+            TopicPartition(settings.progress_topic, p) for p in progress
+        ]
+        self._consumer.assign(assigned)
+        starts = await self._consumer.beginning_offsets(assigned)
+        for tp, offset in starts.items():
+            self._consumer.seek(tp, offset)  # not seek_to_beginning: it races the reset
+            self._positions[tp] = offset
+        return assigned
+
+    async def _run(self, ends: dict[TopicPartition, int]) -> None:
+        """Fold forever; broker trouble is logged and retried with backoff (the view only
+        lags meanwhile: `caught_up` callers wait, up to their deadline)."""
+        failures = 0
+        while True:
+            try:
+                await self._round(ends)
+                failures = 0
+            except KafkaError as exc:
+                wait_s = backoff_s(failures, base_s=RETRY_BASE_S, max_s=RETRY_MAX_S)
+                log.warning("gateway.view_read_failed", error=repr(exc), wait_s=wait_s)
+                failures += 1
+                await asyncio.sleep(wait_s)
+
+    async def _round(self, ends: dict[TopicPartition, int]) -> None:
+        batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
+        for records in batch.values():
+            for record in records:
+                self._fold(record)
+        for tp in self._consumer.assignment():
+            self._positions[tp] = await self._consumer.position(tp)
+        self._signal()
+        if not self.ready.is_set() and all(
+            self._positions.get(tp, 0) >= end for tp, end in ends.items()
+        ):
+            log.info("gateway.view_ready", jobs=len(self.view))
+            self.ready.set()
+
+    def _signal(self) -> None:
+        advanced, self._advanced = self._advanced, asyncio.Event()
+        advanced.set()
+
+    def _fold(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        try:
+            if record.topic == self._settings.progress_topic:
+                self.view.progressed(ProgressEvent.model_validate_json(record.value))
+                return
+            request = json.loads(record.value)
+            marker = JobMarker.of(request.get("metadata") or {})
+            if marker is not None:
+                self.view.submitted(str(request["request_id"]), marker)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.debug("gateway.record_skipped", topic=record.topic, offset=record.offset)

@@ -1,0 +1,189 @@
+"""Firecrawl bodies -> the contract: what is mapped, accepted and refused (pure)."""
+
+from __future__ import annotations
+
+import pytest
+import regex
+
+from service.contracts import Format
+from service.gateway.errors import ApiError
+from service.gateway.mapping import Limits, batch_plan, crawl_plan, scrape_plan
+
+LIMITS = Limits(max_urls=100, max_crawl_pages=10_000, max_pages_per_host=4)
+
+SDK_SCRAPE_DEFAULTS = {
+    "onlyMainContent": True,
+    "mobile": False,
+    "removeBase64Images": True,
+    "fastMode": False,
+    "blockAds": True,
+    "maxAge": 14_400_000,
+    "storeInCache": True,
+}
+"""What firecrawl-py sends with every scrape options object it was given."""
+
+SDK_CRAWL_DEFAULTS = {
+    "sitemap": "include",
+    "ignoreQueryParameters": False,
+    "deduplicateSimilarURLs": True,
+    "crawlEntireDomain": False,
+    "allowExternalLinks": False,
+    "allowSubdomains": False,
+    "ignoreRobotsTxt": False,
+    "regexOnFullURL": False,
+    "zeroDataRetention": False,
+    "origin": "python-sdk@4.55.0",
+}
+
+
+def refusal(call, *args, **kwargs) -> ApiError:
+    with pytest.raises(ApiError) as raised:
+        call(*args, limits=LIMITS, **kwargs)
+    assert raised.value.status == 400
+    return raised.value
+
+
+def test_the_sdk_default_scrape_fields_are_accepted_and_named_in_a_warning():
+    """The defaults firecrawl-py sends pass; those not applied are named in the warning."""
+    url, plan = scrape_plan(
+        {"url": "https://example.com/", "formats": ["markdown"], **SDK_SCRAPE_DEFAULTS},
+        limits=LIMITS,
+    )
+    assert url == "https://example.com/"
+    assert set(plan.options.formats) == {Format.MARKDOWN, Format.METADATA}
+    assert plan.choices.warning is not None
+    assert "onlyMainContent" in plan.choices.warning
+    assert "blockAds" in plan.choices.warning
+
+
+def test_formats_map_to_the_contract_and_a_full_page_screenshot():
+    _, plan = scrape_plan(
+        {
+            "url": "https://example.com/",
+            "formats": ["html", "rawHtml", "links", {"type": "screenshot", "fullPage": True}],
+            "timeout": 15_000,
+        },
+        limits=LIMITS,
+    )
+    assert set(plan.options.formats) == {
+        Format.HTML,
+        Format.LINKS,
+        Format.SCREENSHOT,
+        Format.METADATA,
+    }
+    assert plan.options.screenshot_full_page
+    assert plan.options.timeout_ms == 15_000
+    assert plan.choices.formats == ("html", "rawHtml", "links", "screenshot")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("mobile", True),
+        ("waitFor", 1000),
+        ("headers", {"x": "y"}),
+        ("actions", [{"type": "click", "selector": "a"}]),
+        ("location", {"country": "DE"}),
+        ("proxy", "stealth"),
+        ("includeTags", ["main"]),
+        ("skipTlsVerification", True),
+        ("zeroDataRetention", True),
+    ],
+)
+def test_an_option_the_cluster_cannot_honour_is_refused_by_name(field, value):
+    error = refusal(scrape_plan, {"url": "https://example.com/", field: value})
+    assert field in error.message
+    assert error.body()["success"] is False
+    assert error.body()["details"][0]["path"][-1] == field
+
+
+def test_unknown_keys_and_formats_are_refused_by_name():
+    assert "colour" in refusal(scrape_plan, {"url": "https://e.com/", "colour": 1}).message
+    error = refusal(scrape_plan, {"url": "https://e.com/", "formats": ["summary"]})
+    assert "summary" in error.message
+    error = refusal(
+        scrape_plan, {"url": "https://e.com/", "formats": [{"type": "json", "schema": {}}]}
+    )
+    assert "json" in error.message
+
+
+def test_a_url_that_is_not_http_is_refused():
+    assert "url" in refusal(scrape_plan, {"url": "file:///etc/passwd"}).message
+    assert "url" in refusal(scrape_plan, {}).message
+
+
+def test_crawl_defaults_follow_firecrawl_robots_sitemap_unbounded_depth_under_the_seed():
+    plan = crawl_plan(
+        {"url": "https://example.com/docs/", "limit": 50, **SDK_CRAWL_DEFAULTS}, limits=LIMITS
+    )
+    spec = plan.spec
+    assert spec.max_pages == 50
+    assert spec.max_depth == 100
+    assert spec.sitemap
+    assert spec.scope == "host"
+    assert plan.scrape.options.respect_robots
+    [under] = spec.exclude
+    assert not regex.search(under, "https://example.com/docs/a")
+    assert regex.search(under, "https://example.com/blog/a")
+
+
+def test_crawl_entire_domain_subdomains_sitemap_only_and_delay():
+    plan = crawl_plan(
+        {
+            "url": "https://example.com/docs",
+            "crawlEntireDomain": True,
+            "allowSubdomains": True,
+            "sitemap": "only",
+            "delay": 2,
+            "ignoreRobotsTxt": True,
+        },
+        limits=LIMITS,
+    )
+    assert plan.spec.exclude == ()
+    assert plan.spec.scope == "domain"
+    assert plan.spec.max_depth == 0
+    assert plan.spec.sitemap
+    assert plan.spec.delay_ms == 2000
+    assert not plan.scrape.options.respect_robots
+
+
+def test_include_paths_match_the_path_as_firecrawl_does():
+    plan = crawl_plan(
+        {"url": "https://example.com/", "includePaths": ["^/page/", "blog"]}, limits=LIMITS
+    )
+    anchored, loose = plan.spec.include
+    assert regex.search(anchored, "https://example.com/page/3")
+    assert not regex.search(anchored, "https://example.com/x/page/3")
+    assert regex.search(loose, "https://example.com/x/blog/1")
+    assert not regex.search(loose, "https://blog.example.com/")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("limit", 20_000),
+        ("maxConcurrency", 2),
+        ("allowExternalLinks", True),
+        ("prompt", "find docs"),
+        ("includePaths", ["("]),
+        ("delay", 120),
+    ],
+)
+def test_crawl_refusals_name_the_option(field, value):
+    error = refusal(crawl_plan, {"url": "https://example.com/", field: value})
+    assert field in error.message
+
+
+def test_a_batch_keeps_valid_urls_and_reports_the_invalid_ones():
+    plan = batch_plan(
+        {"urls": ["https://a.example/", "nope", "https://a.example/"], "formats": ["markdown"]},
+        limits=LIMITS,
+    )
+    assert plan.urls == ("https://a.example/",)
+    assert plan.invalid_urls == ("nope",)
+    error = refusal(
+        batch_plan, {"urls": ["https://a.example/", "nope"], "ignoreInvalidURLs": False}
+    )
+    assert "nope" in error.message
+    error = refusal(batch_plan, {"urls": [f"https://a.example/{n}" for n in range(101)]})
+    assert "urls" in error.message
