@@ -284,18 +284,19 @@ class NavigationWatch:
         return probe.leaving[waited:]
 
     async def settle(self, quiet_s: float, max_s: float) -> bool:
-        """Wait until the document's scripts stopped changing it (True) or `max_s` (False)."""
-        answer = await asyncio.wait_for(
-            self._page.evaluate(SETTLE_SCRIPT, [quiet_s * 1000, max_s * 1000]),
-            max_s + WAIT_MARGIN_S,
-        )
-        return answer is True
+        """Wait until the document's scripts stopped changing it (True) or `max_s` (False;
+        also when a busy page does not answer in time: the wait is best effort)."""
+        return await self._wait_in_page(SETTLE_SCRIPT, [quiet_s * 1000, max_s * 1000], max_s)
 
     async def changed(self, max_s: float) -> bool:
         """Wait for the document's next change (True) or `max_s` (False)."""
-        answer = await asyncio.wait_for(
-            self._page.evaluate(CHANGE_SCRIPT, max_s * 1000), max_s + WAIT_MARGIN_S
-        )
+        return await self._wait_in_page(CHANGE_SCRIPT, max_s * 1000, max_s)
+
+    async def _wait_in_page(self, script: str, arg: object, max_s: float) -> bool:
+        try:
+            answer = await asyncio.wait_for(self._page.evaluate(script, arg), max_s + WAIT_MARGIN_S)
+        except TimeoutError:
+            return False
         return answer is True
 
     async def replaced(self, current: Probe, timeout_s: float) -> bool:

@@ -16,7 +16,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 AUTH_SCHEME: Final = "basic"
 """The only scheme accepted: Chromium and aiohttp both answer a Basic challenge."""
@@ -117,6 +117,16 @@ class ProxyKeys:
         return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 
 
+class OwnerSeals(Protocol):
+    """Shuts one context credential out of the egress proxy for a while (its wipe)."""
+
+    def seal(self, owner: str) -> None:
+        """Close `owner`'s connections and refuse its new ones until `unseal`."""
+
+    def unseal(self, owner: str) -> None:
+        """Let `owner` in again (or forget it: its context is closed)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyAccess:
     """How this worker's own clients reach its egress proxy: the address and the credentials."""
@@ -124,6 +134,8 @@ class ProxyAccess:
     url: str
     """`http://127.0.0.1:<port>`."""
     keys: ProxyKeys
+    seals: OwnerSeals | None = None
+    """The proxy's seals, so a context being wiped can be shut out (None: a proxy without)."""
 
     @property
     def credential(self) -> ProxyCredential:

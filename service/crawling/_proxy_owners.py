@@ -60,6 +60,10 @@ class ConnectionOwners(Generic[C]):
         """Connections `owner` holds now."""
         return len(self._held.get(owner, ()))
 
+    def of(self, owner: str) -> list[C]:
+        """The connections `owner` holds now."""
+        return list(self._held.get(owner, ()))
+
     def attribute(self, connection: C, owner: str) -> C | None:
         """Count `connection` for `owner`; the owner's connection to evict (its least recently
         active other one) when that makes more than `per_owner`, else None."""

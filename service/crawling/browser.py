@@ -93,6 +93,10 @@ class _BrowserHandle:
         return self.browser.is_connected()
 
 
+def _nothing() -> None:
+    """A seal of a context that has no egress proxy of its own."""
+
+
 @dataclass(slots=True, eq=False)
 class RequestContext:
     """A browser context owned by one request (or shared by the requests of one `session`);
@@ -119,6 +123,10 @@ class RequestContext:
     """Pages handed out since this context was last wiped (the others are still blank)."""
     requests: RequestWatch = field(default_factory=RequestWatch)
     """This context's requests in flight, and why it may not be reused (`_network_state`)."""
+    seal: Callable[[], None] = _nothing
+    """Shuts this context out of the egress proxy (its connections cut, new ones refused)."""
+    unseal: Callable[[], None] = _nothing
+    """Lets it in again: its next request starts."""
 
     @property
     def browser_alive(self) -> bool:
@@ -156,6 +164,7 @@ class RequestContext:
         await self.pool.release(self)
 
     async def shut(self) -> None:
+        self.unseal()  # the proxy forgets the credential
         await _close(self.context.close(), "context")
         self.opened.clear()
         self.idle.clear()
@@ -184,9 +193,11 @@ class RequestContext:
         window name are reset (the others have been blank since); then cookies, permissions,
         the HTTP cache and the storage of every origin seen (local and session storage,
         IndexedDB, Cache Storage, file systems...) are cleared. What a page sends as it goes
-        (a `pagehide` beacon or keepalive fetch) is not seen by DevTools and cannot be
-        stopped; the cookies its answer sets before the next request takes the context are
-        cleared at hand-over (`BrowserPool.open_context`).
+        (a `pagehide` beacon or keepalive fetch) is not seen by DevTools, so before the pages
+        leave the context is sealed at the egress proxy (`seal`): its connections are cut and
+        new ones refused until the next request takes it, so no answer of the last request's
+        can land in it (a site that holds a beacon's `Set-Cookie` back is cut off); cookies are
+        cleared once more at hand-over (`BrowserPool.open_context`) all the same.
         """
         pages = list(self.idle)
         if not pages or len(pages) != len(self.opened) or not self.usable:
@@ -201,6 +212,7 @@ class RequestContext:
             async with asyncio.timeout(WIPE_DEADLINE_S):
                 if not await self.requests.settled(SETTLE_DEADLINE_S):
                     return IN_FLIGHT
+                self.seal()  # from here on nothing of the last request leaves or lands
                 for page in pages:
                     if page not in kept:
                         self.idle.remove(page)
@@ -329,6 +341,8 @@ class BrowserPool:
         )
         self._handles: dict[int, _BrowserHandle] = {}
         """Browsers by generation while they have contexts (the current one included)."""
+        self._credentials: dict[BrowserContext, str] = {}
+        """The user name of each open context's proxy credential."""
         self._keep_idle = True
 
     async def __aenter__(self) -> Self:
@@ -406,8 +420,17 @@ class BrowserPool:
                 log.debug("browser.context_closed", reason="failed", error=str(exc))
                 self._close_later(wiped)
                 continue
+            wiped.unseal()
             return wiped
         return None
+
+    def _seals(self, context: BrowserContext) -> tuple[Callable[[], None], Callable[[], None]]:
+        """`seal` and `unseal` of `context` at the egress proxy (nothing without one)."""
+        seals = self._proxy.seals if self._proxy is not None else None
+        owner = self._credentials.pop(context, None)
+        if seals is None or owner is None:
+            return _nothing, _nothing
+        return (lambda: seals.seal(owner)), (lambda: seals.unseal(owner))
 
     async def _open_own(self, options: CrawlOptions, *, session: str | None) -> RequestContext:
         handle = await self._ensure_browser()
@@ -433,6 +456,7 @@ class BrowserPool:
             session=session,
             reuse_key=_reuse_key(options),
         )
+        opened.seal, opened.unseal = self._seals(context)
         for page in pages:
             page.on("dialog", _answer_dialog)
             opened.watch(page)
@@ -530,6 +554,7 @@ class BrowserPool:
         return Spare(context=context, pages=pages, generation=handle.generation)
 
     async def _discard_spare(self, spare: Spare) -> None:
+        self._credentials.pop(spare.context, None)
         await _close(spare.context.close(), "context")
         await self._released_generation(spare.generation)
 
@@ -607,18 +632,23 @@ class BrowserPool:
         return _BrowserHandle(browser=browser, generation=self._generation)
 
     async def _new_context(self, handle: _BrowserHandle) -> BrowserContext:
+        """A new context with a proxy credential of its own, so the egress proxy knows whose
+        each connection is (a fair share of the cap, and a seal while it is wiped)."""
+        credential = self._proxy.for_context() if self._proxy is not None else None
         try:
             context = await asyncio.wait_for(
                 handle.browser.new_context(
                     viewport=VIEWPORT,  # type: ignore[arg-type]
                     accept_downloads=False,
                     service_workers="block",
-                    proxy=_context_proxy(self._proxy),
+                    proxy=_proxy_settings(self._proxy, credential),
                 ),
                 CONTEXT_DEADLINE_S,
             )
         except (PlaywrightError, TimeoutError) as exc:
             raise BrowserUnavailableError(f"cannot open a context: {exc}") from exc
+        if credential is not None:
+            self._credentials[context] = credential.username
         context.on("page", self._close_popup)
         await context.add_init_script(PROBE_SCRIPT)
         return context
@@ -677,14 +707,6 @@ def _proxy_settings(
         "username": chosen.username,
         "password": chosen.password,
     }
-
-
-def _context_proxy(proxy: ProxyAccess | None) -> ProxySettings | None:
-    """The proxy settings of one new context: a credential of its own, so the egress proxy
-    knows whose each connection is and can keep one context from starving the others."""
-    if proxy is None:
-        return None
-    return _proxy_settings(proxy, proxy.for_context())
 
 
 def _session_key(options: CrawlOptions) -> str | None:

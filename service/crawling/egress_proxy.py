@@ -163,6 +163,8 @@ class EgressProxy:
             per_owner=per_context,
             exempt=frozenset({self._keys.worker.username}),
         )
+        self._sealed: set[str] = set()
+        """Context credentials shut out while their context is wiped (`seal`)."""
         self._on_blocked = on_blocked
         self._timeouts = timeouts or ProxyTimeouts()
         self._server: asyncio.Server | None = None
@@ -203,7 +205,19 @@ class EgressProxy:
     @property
     def access(self) -> ProxyAccess:
         """What a client of this worker needs to use the proxy; pass it on, never log it."""
-        return ProxyAccess(url=self.url, keys=self._keys)
+        return ProxyAccess(url=self.url, keys=self._keys, seals=self)
+
+    def seal(self, owner: str) -> None:
+        """Close every connection of credential `owner` and refuse its new ones until
+        `unseal`: while a context is wiped, nothing its last request sent (a keepalive fetch,
+        a beacon whose answer the site holds back) can land in it, and nothing leaves."""
+        self._sealed.add(owner)
+        for connection in self._owners.of(owner):
+            self._evict(connection, "sealed")
+
+    def unseal(self, owner: str) -> None:
+        """Let credential `owner` in again (also: forget it, its context is closed)."""
+        self._sealed.discard(owner)
 
     @property
     def active_connections(self) -> int:
@@ -326,6 +340,9 @@ class EgressProxy:
         if owner is None:
             self.unauthorized_total += 1
             await self._send(client, replies.unauthorized(REALM))
+            return
+        if owner in self._sealed:
+            await self._send(client, replies.failed("connection", "the browser context is wiped"))
             return
         own = self._owners.attribute(connection, owner)
         if own is not None:

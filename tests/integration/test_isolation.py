@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import uuid
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import pytest
 from _isolation import CLEAN_TITLE, bounce_path, written_title
-from _isolation_net import LATE_HOWS, secret_title
+from _isolation_net import secret_title
 from harness import produce
 from testsite import serve
 
@@ -275,8 +276,8 @@ async def test_late_cookies_of_keepalive_fetches_and_beacons_do_not_reach_a_late
 ):
     """A's page sends a keepalive fetch at load, and a keepalive fetch and a beacon on
     `pagehide`; the site answers each `LATE_DELAY_S` later with a cookie. Once every late
-    request that reached the site has ended (and, with reuse, all three did), B's request
-    carries none of those cookies (before: all three)."""
+    request that reached the site has ended, B's request carries none of those cookies
+    (before: all three)."""
     worker = await _start(start_worker, site, **env)
     tag = _run_id()
     request_id = f"late-{tag}"
@@ -284,7 +285,7 @@ async def test_late_cookies_of_keepalive_fetches_and_beacons_do_not_reach_a_late
     result = await _crawl(topics, collector, request_id, url, wait_for="#sent")
     assert result.title == "isolation: late", result.text
     await _context_done(collector, worker, request_id)
-    every = len(LATE_HOWS) if not env else 1  # a closed context may send no pagehide request
+    every = 1  # the load one; a sealed or closed context's pagehide requests may never arrive
 
     def answered(_: object) -> bool:
         arrived = site.late_arrived[tag]
@@ -293,6 +294,40 @@ async def test_late_cookies_of_keepalive_fetches_and_beacons_do_not_reach_a_late
     await collector.wait_until(answered, DEADLINE_S)
     seen, report = await _read(topics, collector, site, tag, [tag])
     assert seen == set(), report
+
+
+HOLD_MS = 6_000
+"""How long the site holds the answers to A's pagehide requests: past B's start."""
+
+LINGER_MS = 9_000
+"""How long B's first page stays before it goes to the reader: past the held answers."""
+
+
+async def test_answers_held_past_the_hand_over_do_not_land_in_the_next_request(
+    topics, collector, site: TestSite, start_worker
+):
+    """A's page sends a keepalive fetch and a beacon on `pagehide` (as the wipe blanks it);
+    the site holds their answers, with cookies, `HOLD_MS`. B takes A's wiped context at once
+    and reads after those answers were due (its first page stays `LINGER_MS`, then replaces
+    itself with the reader): its request carries none of the cookies, because
+    the wipe sealed A's context at the egress proxy (its connections cut, new ones refused
+    until B took it). Before the seal, the held answers landed in B's context after the
+    cookies were cleared at hand-over, and B's reader sent them."""
+    worker = await _start(start_worker, site)
+    tag = _run_id()
+    request_id = f"held-{tag}"
+    url = site.url(f"/isolation/late?tag={tag}&hold_ms={HOLD_MS}")
+    result = await _crawl(topics, collector, request_id, url, wait_for="#sent")
+    assert result.title == "isolation: late", result.text
+    await _context_done(collector, worker, request_id)
+    reader = _bounced(site, f"/isolation/read?tag={tag}")
+    lingering = site.url(f"/isolation/linger?ms={LINGER_MS}&to={quote(reader, safe='')}")
+    read = await _crawl(topics, collector, f"read-{tag}", lingering, wait_for="#read")
+    report = read.text or ""
+    assert '"cookie"' in report, report  # the reader ran and reported its cookies
+    assert f"iso_late_hide_{tag}" not in report, report
+    assert f"iso_late_beacon_{tag}" not in report, report
+    assert any(entry.get("event") == WIPED for entry in worker.events())
 
 
 @pytest.mark.parametrize("env", REUSE_MODES)

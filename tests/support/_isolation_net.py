@@ -13,6 +13,10 @@ the isolation tests: HTTP auth, cookies that arrive after the page has gone, cli
   and its request, have gone. The site counts per tag the late requests that arrived
   (`_state.LATE_ARRIVED`) and those that ended (`_state.LATE_ENDED`: answered, or given up
   when the browser hung up).
+  With `&hold_ms=N` the pagehide requests are answered N ms later instead (a site that
+  holds its answer until the context serves another request).
+- `/isolation/linger?ms=N&to=URL` navigates to `URL` (a page of the test site under either
+  of its names) N ms after load: a request that is still running when a held answer lands.
 - `/isolation/hints?tag=T` opts in to high-entropy client hints (`Accept-CH`, `Critical-CH`).
 
 A reader (`/isolation/read`) reports the `Authorization` user (`auth`) and the opt-in client
@@ -29,6 +33,7 @@ from typing import Final
 
 import _state
 from _html import document, escape, script_literal
+from _params import query_int
 from aiohttp import web
 
 USERS: Final = {"alice": "s3cret", "mallory": "planted"}
@@ -49,6 +54,12 @@ OPT_IN_HINTS: Final = ("Sec-CH-UA-Arch", "Sec-CH-UA-Full-Version-List", "Sec-CH-
 HOST_PATTERN: Final = re.compile(r"[a-z0-9.-]{1,253}:[0-9]{1,5}")
 
 TAG_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+MAX_HOLD_MS: Final = 20_000
+
+LINGER_TARGET: Final = re.compile(
+    r"(?:http://(?:localhost|127\.0\.0\.[12]):[0-9]{1,5})?/isolation/\S*"
+)
 
 
 def secret_title(user: str) -> str:
@@ -112,11 +123,12 @@ async def plant(request: web.Request) -> web.Response:
 
 LATE_SCRIPT: Final = """
 const tag = __TAG__;
+const hold = __HOLD__;
 const late = (how) => "/isolation/late-cookie?how=" + how + "&tag=" + tag;
 fetch(late("load"), {keepalive: true}).catch(() => {});
 addEventListener("pagehide", () => {
-  fetch(late("hide"), {keepalive: true}).catch(() => {});
-  navigator.sendBeacon(late("beacon"));
+  fetch(late("hide") + hold, {keepalive: true}).catch(() => {});
+  navigator.sendBeacon(late("beacon") + hold);
 });
 const done = document.createElement("p");
 done.id = "sent";
@@ -127,8 +139,22 @@ document.body.appendChild(done);
 
 async def late(request: web.Request) -> web.Response:
     tag = _tag(request)
+    hold_ms = query_int(request, "hold_ms", 0, 0, MAX_HOLD_MS)
+    hold = f"&hold_ms={hold_ms}" if hold_ms else ""
     script = LATE_SCRIPT.replace("__TAG__", script_literal(tag))
+    script = script.replace("__HOLD__", script_literal(hold))
     return _html("isolation: late", f"<h1>Late cookies</h1><script>{script}</script>")
+
+
+async def linger(request: web.Request) -> web.Response:
+    ms = query_int(request, "ms", 0, 0, MAX_HOLD_MS)
+    to = request.query.get("to", "")
+    if not LINGER_TARGET.fullmatch(to):
+        raise web.HTTPBadRequest(text="to must be a URL of the test site under /isolation/")
+    script = (
+        f"<script>setTimeout(() => {{ location.href = {script_literal(to)}; }}, {ms});</script>"
+    )
+    return _html("isolation: lingering", f"<h1>Lingering</h1>{script}")
 
 
 async def late_cookie(request: web.Request) -> web.Response:
@@ -139,8 +165,9 @@ async def late_cookie(request: web.Request) -> web.Response:
     if how not in LATE_HOWS:
         raise web.HTTPBadRequest(text=f"how must be one of {LATE_HOWS}")
     request.app[_state.LATE_ARRIVED][tag] += 1
+    hold_s = query_int(request, "hold_ms", int(LATE_DELAY_S * 1000), 0, MAX_HOLD_MS) / 1000
     try:
-        await asyncio.sleep(LATE_DELAY_S)
+        await asyncio.sleep(hold_s)
         response = web.Response(status=204, headers={"Cache-Control": "no-store"})
         response.set_cookie(f"iso_late_{how}_{tag}", "1", max_age=3600, path="/")
         await response.prepare(request)
@@ -167,5 +194,6 @@ ROUTES = (
     web.get("/isolation/late-cookie", late_cookie),
     web.post("/isolation/late-cookie", late_cookie),
     web.get("/isolation/hints", hints),
+    web.get("/isolation/linger", linger),
 )
 """The network-context isolation routes."""
