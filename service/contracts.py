@@ -488,7 +488,10 @@ class FrontierRecord(BaseModel):
     `sitemap`: the sitemap's pages the budget can admit (normalised, in scope, new, in
     order; at most `max_pages` less the seeds)."""
     left_out: int = Field(default=0, ge=0)
-    """`sitemap`: unique in-scope URLs the sitemap listed beyond the budget (not logged)."""
+    """`sitemap`: unique in-scope URLs the sitemap listed beyond the budget (not admitted)."""
+    beyond: tuple[str, ...] = ()
+    """`sitemap`: the first 5,000 of those URLs (normalised, in order), never admitted: for
+    what lists a site's URLs without crawling them (the gateway's `map`)."""
     canonical: str | None = None
     """The page's canonical URL (normalised), when the crawl merges canonicals."""
 

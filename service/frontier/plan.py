@@ -35,6 +35,11 @@ MAX_CANDIDATE_CHARS: Final = 400_000
 """Characters of candidate links kept from one page (its frontier record stays one message)."""
 
 
+LISTED_BEYOND_MAX: Final = 5000
+"""Sitemap URLs beyond the budget a sitemap record still lists (not admitted): Firecrawl's
+default `limit` of a map; the record is chunked when large."""
+
+
 @dataclass(frozen=True, slots=True)
 class Admitted:
     """A page the crawl will give a result for."""
@@ -53,6 +58,9 @@ class SitemapPages:
 
     links: tuple[str, ...] = ()
     left_out: int = 0
+    beyond: tuple[str, ...] = ()
+    """The first `LISTED_BEYOND_MAX` of the URLs left out: logged for what lists a site's
+    URLs without crawling them (the gateway's map), never admitted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +150,7 @@ class CrawlPlan:
         beyond that is only counted, so the sitemap's frontier record stays small."""
         room = max(self._spec.max_pages - len(self.admitted), 0)
         kept: list[str] = []
+        beyond: list[str] = []
         listed = SeenSet()
         left_out = 0
         for link in urls:
@@ -155,7 +164,9 @@ class CrawlPlan:
                 kept.append(url)
             else:
                 left_out += 1
-        return SitemapPages(tuple(kept), left_out)
+                if len(beyond) < LISTED_BEYOND_MAX:
+                    beyond.append(url)
+        return SitemapPages(tuple(kept), left_out, tuple(beyond))
 
     def add_sitemap(self, urls: Iterable[str], *, left_out: int = 0) -> list[Admitted]:
         """Admit the sitemap's pages (depth 0, after the seeds); the fold waits for this

@@ -88,7 +88,12 @@ def map_plan(body: Mapping[str, Any]) -> MapPlan:
 def map_links(plan: MapPlan, records: Sequence[FrontierRecord]) -> list[str]:
     """The seed, the links of its page and the sitemap's URLs (as `plan.sitemap` says), on
     the seed's host (or its subdomains), matching `search`, unique, at most `limit`."""
-    sitemap = [url for record in records if record.kind == "sitemap" for url in record.links]
+    sitemap = [
+        url
+        for record in records
+        if record.kind == "sitemap"
+        for url in (*record.links, *record.beyond)
+    ]
     page = [url for record in records if record.kind == "page" for url in record.links]
     if plan.sitemap == "only":
         found = sitemap

@@ -256,7 +256,9 @@ class DeepCrawlRun(RequestRun):
             )
         expansion = Expansion(links=pages.links)
         await self._outputs.frontier(
-            self._record("sitemap", None, expansion, None, left_out=pages.left_out)
+            self._record(
+                "sitemap", None, expansion, None, left_out=pages.left_out, beyond=pages.beyond
+            )
         )
         return pages
 
@@ -268,6 +270,7 @@ class DeepCrawlRun(RequestRun):
         outcome: str | None,
         *,
         left_out: int = 0,
+        beyond: tuple[str, ...] = (),
     ) -> FrontierRecord:
         return FrontierRecord.model_validate(
             {
@@ -279,6 +282,7 @@ class DeepCrawlRun(RequestRun):
                 "links": expansion.links,
                 "canonical": expansion.canonical,
                 "left_out": left_out,
+                "beyond": beyond,
             }
         )
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 
 import aiohttp
 import pytest
 from aiokafka import AIOKafkaProducer
 from harness import produce, read_topic
+from ports import unused_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.client import CrawlClient
@@ -50,9 +50,7 @@ HTTP_DEADLINE_S = 5.0
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return unused_port()
 
 
 async def _produce_control(topics, records: list[tuple[bytes, bytes]]) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import aiohttp
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from harness import read_topic
+from ports import unused_port
 
 from service.contracts import CrawlRequest, ErrorCode, EventType, dump
 
@@ -151,9 +151,7 @@ async def test_a_draining_worker_keeps_its_requests_when_another_joins(
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return unused_port()
 
 
 async def _metrics(port: int) -> dict[str, float]:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sys
 from collections import Counter
 
 import aiohttp
 import pytest
 from harness import Collected, produce
+from ports import unused_port
 
 from service.client import CrawlClient
 from service.contracts import CrawlOptions, CrawlRequest, ErrorCode, EventType, dump
@@ -39,9 +39,7 @@ def _hits(site, urls: list[str]) -> int:
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return unused_port()
 
 
 async def _metric(port: int, name: str) -> float | None:

@@ -6,12 +6,11 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import sys
-from contextlib import closing
 from typing import TYPE_CHECKING
 
 import httpx
+from ports import unused_port
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -21,9 +20,8 @@ GATEWAY_START_DEADLINE_S = 60.0
 
 
 def free_port() -> int:
-    with closing(socket.create_server(("127.0.0.1", 0))) as sock:
-        port: int = sock.getsockname()[1]
-        return port
+    """A port for a gateway or receiver the test starts (`ports.unused_port`)."""
+    return unused_port()
 
 
 class GatewayProcess:
