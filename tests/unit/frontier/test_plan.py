@@ -7,7 +7,13 @@ import random
 import pytest
 
 from service.contracts import CrawlSpec
-from service.frontier.plan import MAX_CANDIDATE_CHARS, MAX_CANDIDATES, CrawlPlan, Expansion
+from service.frontier.plan import (
+    LISTED_BEYOND_MAX,
+    MAX_CANDIDATE_CHARS,
+    MAX_CANDIDATES,
+    CrawlPlan,
+    Expansion,
+)
 
 SITE = "http://site.test"
 
@@ -157,6 +163,19 @@ def test_a_sitemap_is_cut_at_what_the_budget_can_admit() -> None:
     assert [page.url for page in admitted] == list(pages.links)
     assert plan.full
     assert plan.discovered == 50_001  # the seed and every unique in-scope sitemap URL
+
+
+def test_a_cut_sitemap_lists_the_first_urls_beyond_the_budget_without_admitting_them() -> None:
+    """A one-page job (the gateway's map) keeps no sitemap page to admit, yet its record lists
+    the first `LISTED_BEYOND_MAX` URLs beyond the budget, in order, unique and in scope."""
+    plan = CrawlPlan(CrawlSpec(max_pages=1, max_depth=1, sitemap=True), [SITE + "/"])
+    listed = [SITE + "/", "http://other.test/x", SITE + "/p/0"]
+    listed += [f"{SITE}/p/{n}" for n in range(LISTED_BEYOND_MAX + 10)]
+    pages = plan.sitemap_pages(listed)
+    assert pages.links == ()
+    assert pages.beyond == tuple(f"{SITE}/p/{n}" for n in range(LISTED_BEYOND_MAX))
+    assert pages.left_out == LISTED_BEYOND_MAX + 10
+    assert plan.add_sitemap(pages.links, left_out=pages.left_out) == []
 
 
 def test_a_logged_cut_sitemap_replays_to_the_same_decisions() -> None:
