@@ -25,7 +25,7 @@ from service.messaging.chunks import Reassembler
 from service.settings import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Sequence
 
 WORKER_START_DEADLINE_S = 90.0
 
@@ -127,7 +127,8 @@ class Topics:
 
 
 class WorkerProcess:
-    """`crawlstream worker` as a child process with its own log file."""
+    """`crawlstream worker` (or another `crawlstream` command) as a child process with its
+    own log file; `start` returns once it logged `ready_event` (None: at once)."""
 
     def __init__(
         self,
@@ -135,8 +136,13 @@ class WorkerProcess:
         log_path: Path,
         name: str,
         preexec: Callable[[], None] | None = None,
+        *,
+        command: Sequence[str] = ("worker",),
+        ready_event: str | None = "worker.started",
     ) -> None:
         self.preexec = preexec
+        self.command = tuple(command)
+        self.ready_event = ready_event
         self.env = os.environ | env | {"CRAWL_WORKER_NAME": name}
         self.log_path = log_path
         self.name = name
@@ -148,14 +154,15 @@ class WorkerProcess:
             sys.executable,
             "-m",
             "service",
-            "worker",
+            *self.command,
             env=self.env,
             stdout=self.log_file,
             stderr=self.log_file,
             preexec_fn=self.preexec,
             start_new_session=True,  # its own process group: kill() takes Chromium along
         )
-        await self.wait_for_log("worker.started", WORKER_START_DEADLINE_S)
+        if self.ready_event is not None:
+            await self.wait_for_log(self.ready_event, WORKER_START_DEADLINE_S)
 
     def events(self) -> list[dict[str, Any]]:
         lines = self.log_path.read_text(errors="replace").splitlines()
