@@ -15,10 +15,13 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT))
 
 from service.backpressure._proctree import tree_memory  # noqa: E402
+from service.contracts import ProgressEvent  # noqa: E402
 from service.settings import Settings  # noqa: E402
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+    from aiokafka import AIOKafkaConsumer
 
 PSS_INTERVAL_S = 0.5
 
@@ -88,3 +91,14 @@ def worker_env(bootstrap: str, prefix: str, site_port: int, **extra: str) -> dic
         }
         | extra
     )
+
+
+async def until_terminal(consumer: AIOKafkaConsumer, pending: set[str]) -> None:
+    """Read progress events until every request of `pending` had its terminal event;
+    `pending` is emptied as they come (what is left when the caller's deadline cuts in)."""
+    async for record in consumer:
+        event = ProgressEvent.model_validate_json(record.value)
+        if event.is_terminal:
+            pending.discard(event.request_id)
+            if not pending:
+                return

@@ -26,7 +26,7 @@ import time
 import tracemalloc
 import uuid
 
-from _common import ROOT, Stopwatch, worker_env
+from _common import ROOT, Stopwatch, until_terminal, worker_env
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
@@ -34,7 +34,7 @@ from graphsite import serve_graph
 from reference_crawl import reference_crawl
 
 from service.broker import LocalBroker
-from service.contracts import CrawlRequest, CrawlSpec, ProgressEvent, dump
+from service.contracts import CrawlRequest, CrawlSpec, dump
 from service.frontier.plan import MAX_CANDIDATES, CrawlPlan, Expansion
 from service.frontier.seen import SeenSet
 from service.frontier.urls import fingerprint
@@ -118,12 +118,7 @@ class Bench:
                     key = request.request_id.encode()
                     await producer.send(self.settings.requests_topic, dump(request), key=key)
                 await producer.flush()
-                async for record in consumer:
-                    event = ProgressEvent.model_validate_json(record.value)
-                    if event.is_terminal:
-                        pending.discard(event.request_id)
-                        if not pending:
-                            break
+                await until_terminal(consumer, pending)
         finally:
             await producer.stop()
             await consumer.stop()

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from _common import ROOT, bench_settings, worker_env
+from _common import ROOT, bench_settings, until_terminal, worker_env
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from testsite import serve
 
 from service.broker import LocalBroker
-from service.contracts import CrawlOptions, CrawlRequest, ProgressEvent, dump
+from service.contracts import CrawlOptions, CrawlRequest, dump
 from service.messaging.topics import ensure_topics
 
 if TYPE_CHECKING:
@@ -143,12 +143,7 @@ async def produce_and_finish(bootstrap: str, prefix: str, url: str) -> int:
         await producer.flush()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(WORK_DEADLINE_S):
-                async for record in consumer:
-                    event = ProgressEvent.model_validate_json(record.value)
-                    if event.is_terminal:
-                        pending.discard(event.request_id)
-                        if not pending:
-                            break
+                await until_terminal(consumer, pending)
     finally:
         await producer.stop()
         await consumer.stop()
