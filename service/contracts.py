@@ -478,15 +478,22 @@ class FrontierRecord(BaseModel):
     source: RecordSource
     """The request record of the job: records of another submission that reused the
     request_id are not this job's."""
-    kind: Literal["sitemap", "page"]
+    kind: Literal["sitemap", "page", "dispatched"]
     url: str | None = None
-    """The page (normalised), on `page` records."""
+    """The page (as the run named it: normalised in a deep crawl), on `page` records."""
     outcome: Literal["succeeded", "failed", "cancelled"] | None = None
-    """The page's result, on `page` records; written only after the result was acknowledged."""
+    """The page's result, on `page` records (written by the fetcher that rendered it, only
+    after the result was acknowledged)."""
     links: tuple[str, ...] = ()
-    """`page`: the page's candidate links (normalised, in scope, document order);
-    `sitemap`: the sitemap's pages the budget can admit (normalised, in scope, new, in
-    order; at most `max_pages` less the seeds)."""
+    """`page`: the page's links a deep crawl may follow (document order; the coordinator
+    keeps the candidates: normalised, in scope); `sitemap`: the sitemap's pages the budget
+    can admit (normalised, in scope, new, in order; at most `max_pages` less the seeds);
+    `dispatched`: pages the coordinator put on the page topic (acknowledged), whose
+    `page` records a next coordinator waits for instead of dispatching them again."""
+    run_id: str | None = None
+    """The run whose page task this record answers (`page`), or that dispatched (`dispatched`)."""
+    error_code: str | None = None
+    """`page`: the error code of a failed page."""
     left_out: int = Field(default=0, ge=0)
     """`sitemap`: unique in-scope URLs the sitemap listed beyond the budget (not admitted)."""
     beyond: tuple[str, ...] = ()
@@ -494,6 +501,44 @@ class FrontierRecord(BaseModel):
     what lists a site's URLs without crawling them (the gateway's `map`)."""
     canonical: str | None = None
     """The page's canonical URL (normalised), when the crawl merges canonicals."""
+
+
+class FollowLinks(BaseModel):
+    """A deep-crawl page task asks for the page's links (it is below `max_depth`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    respect_nofollow: bool = True
+
+
+class PageTask(BaseModel):
+    """One page to render, on the page topic, keyed by the page's host (or registered
+    domain): written by the coordinator of its run, read by the fetcher that owns the host.
+
+    The fetcher answers with the page's `PageResult` (results topic) and then a `page`
+    `FrontierRecord` (frontier topic), both keyed by request_id; its offset commits only
+    after both are acknowledged."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    request_id: str
+    run_id: str
+    url: str
+    options: CrawlOptions
+    source: RecordSource
+    """The request record of the run."""
+    request_metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    depth: int = Field(default=0, ge=0)
+    parent_url: str | None = None
+    follow: FollowLinks | None = None
+    """Set on deep-crawl pages below `max_depth`: the fetcher returns the page's links."""
+    delay_ms: int = Field(default=0, ge=0)
+    """Pacing of this run's pages of one host (`crawl.delay_ms`), kept by the fetcher."""
+    deadline_at: Timestamp | None = None
+    """When the run's `deadline_ms` runs out: the page stops there (`deadline`)."""
+    priority: int = 0
+    """Order of the run at its coordinator (lower first): slots go to older runs first."""
 
 
 def dump(message: BaseModel) -> bytes:
@@ -507,6 +552,7 @@ MESSAGE_MODELS: Final[dict[str, type[BaseModel]]] = {
     "ProgressEvent": ProgressEvent,
     "ControlMessage": ControlMessage,
     "FrontierRecord": FrontierRecord,
+    "PageTask": PageTask,
 }
 
 

@@ -50,6 +50,38 @@ class Metrics:
             "Request records taken from Kafka and not finished.",
             registry=r,
         )
+        self.page_consumer_lag = Gauge(
+            "crawl_page_consumer_lag",
+            "Pages topic: end offset minus committed offset of each partition this fetcher owns.",
+            ["partition"],
+            registry=r,
+        )
+        self.page_records_in_flight = Gauge(
+            "crawl_page_records_pending",
+            "Page records taken from Kafka and not finished (fetcher).",
+            registry=r,
+        )
+        self.page_partitions_paused = Gauge(
+            "crawl_page_consumer_paused",
+            "1 while the fetcher has paused all its page partitions (memory or backlog).",
+            registry=r,
+        )
+        self.page_pauses = Counter(
+            "crawl_page_consumer_pauses_total", "Times the fetcher paused intake.", registry=r
+        )
+        self.page_rebalances = Counter(
+            "crawl_page_rebalances_total", "Page partition assignments received.", registry=r
+        )
+        self.page_records_skipped = Counter(
+            "crawl_page_records_skipped_total",
+            "Page records a previous fetcher had finished above the committed offset.",
+            registry=r,
+        )
+        self.runs_waiting = Gauge(
+            "crawl_pages_dispatched",
+            "Pages this coordinator dispatched to the fetchers and not yet finished.",
+            registry=r,
+        )
         self.rebalances = Counter(
             "crawl_rebalances_total", "Partition assignments this worker received.", registry=r
         )

@@ -17,6 +17,7 @@ from pydantic import (
     BeforeValidator,
     ByteSize,
     Field,
+    PositiveInt,
     SecretStr,
     ValidationError,
     field_validator,
@@ -98,7 +99,30 @@ class Settings(BaseSettings):
     """How long a cancel is remembered: a request_id cancelled longer ago runs again (after
     that the compacted record may be deleted with a tombstone)."""
     group_id: str = "crawlstream"
-    """Consumer group shared by all worker replicas."""
+    """Consumer group of the coordinators (the requests topic), shared by all replicas."""
+    pages_topic: str = "crawl.pages"
+    """Topic of page tasks, keyed by the page's host (`CRAWL_PAGE_KEY`): coordinators write
+    them, fetchers render them."""
+    fetcher_group_id: str = "crawlstream-fetchers"
+    """Consumer group of the fetchers (the pages topic), shared by all replicas."""
+    page_partitions: int = Field(default=12, ge=1)
+    """Partitions of the pages topic when the worker creates it (the fetchers' ceiling)."""
+    page_key: Literal["host", "domain"] = "host"
+    """What a page task is keyed by, so one fetcher owns all of it and its per-host limit,
+    pacing, robots.txt and backoff hold across the group: the URL's host, or its registered
+    domain (`a.example.com` and `b.example.com` together)."""
+    host_shards: dict[str, PositiveInt] = Field(default_factory=dict)
+    """Hosts (or domains, by `CRAWL_PAGE_KEY`) spread on purpose over several fetchers, as a
+    JSON object from host to shard count (e.g. `{"docs.example.com": 4}`): a page goes to
+    one shard by its URL, and each shard applies the per-host limit alone. Default: 1."""
+    dispatch_window: int = Field(default=8, ge=1)
+    """Pages of one run and one host dispatched to the fetchers and unfinished at once; the
+    run's other pages of that host wait at its coordinator, so no page partition holds a
+    long backlog of one run and a small request never waits behind a large one."""
+    role: Literal["all", "coordinator", "fetcher"] = "all"
+    """What this worker does: `coordinator` (requests: plans, progress events, dispatch),
+    `fetcher` (pages: render, results), or `all` (both, the default); also
+    `crawlstream worker --role`."""
     static_membership: bool = False
     """Join the group as a static member named `CRAWL_WORKER_NAME` (`group.instance.id`): a
     replica restarted under the same name within the session timeout gets its partitions back

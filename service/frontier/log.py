@@ -46,7 +46,12 @@ RETRY_MAX_S: Final = 30.0
 
 
 async def read_job(
-    settings: Settings, request_id: str, source: RecordSource, *, since_ms: int
+    settings: Settings,
+    request_id: str,
+    source: RecordSource,
+    *,
+    since_ms: int,
+    until: int | None = None,
 ) -> list[FrontierRecord]:
     """The frontier records of the job answering `source`, in the order they were written.
 
@@ -55,7 +60,7 @@ async def read_job(
     """
     for attempt in range(READ_ATTEMPTS):
         try:
-            return await _read(settings, request_id, source, since_ms=since_ms)
+            return await _read(settings, request_id, source, since_ms=since_ms, until=until)
         except (KafkaError, TimeoutError, BrokerUnavailableError) as exc:
             if attempt + 1 == READ_ATTEMPTS:
                 raise
@@ -66,7 +71,12 @@ async def read_job(
 
 
 async def _read(
-    settings: Settings, request_id: str, source: RecordSource, *, since_ms: int
+    settings: Settings,
+    request_id: str,
+    source: RecordSource,
+    *,
+    since_ms: int,
+    until: int | None,
 ) -> list[FrontierRecord]:
     topic = settings.frontier_topic
     partitions = await partitions_of(settings, topic)
@@ -79,7 +89,7 @@ async def _read(
         await consumer.start()
         try:
             consumer.assign([tp])
-            end = (await consumer.end_offsets([tp]))[tp]
+            end = until if until is not None else (await consumer.end_offsets([tp]))[tp]
             found = await consumer.offsets_for_times({tp: max(since_ms - CLOCK_SKEW_MS, 0)})
             start = found[tp].offset if found.get(tp) is not None else end
             consumer.seek(tp, start)

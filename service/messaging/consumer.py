@@ -1,4 +1,7 @@
-"""The requests consumer: concurrent handling, per-partition commits, pause without leaving.
+"""A group consumer with concurrent handling, per-partition commits, pause without leaving.
+
+Two run in a worker: the coordinators' consumer of the requests topic and the fetchers'
+consumer of the pages topic (`RecordConsumer` with a `ConsumerSpec` each).
 
 Records are handled concurrently, also within a partition. A partition's offset is committed
 up to its oldest unfinished record, with what is done above it and how often each unfinished
@@ -13,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING, Final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
 
 from service.logs import get_logger
@@ -27,7 +31,8 @@ from service.messaging.offsets import OffsetTracker, Verdict
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
 
-    from aiokafka import ConsumerRecord, TopicPartition
+    from aiokafka import ConsumerRecord
+    from prometheus_client import Counter, Gauge
 
     from service.messaging.offsets import Delivery
     from service.metrics import Metrics
@@ -54,8 +59,62 @@ LAG_INTERVAL_S: Final = 5.0
 """How often consumer lag is refreshed for the metrics."""
 
 
-class RequestConsumer:
-    """Feeds request records to `handler`, commits what is done, and applies backpressure."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerSpec:
+    """Which topic and group a `RecordConsumer` reads, and the meters it keeps."""
+
+    topic: str
+    group_id: str
+    name: str
+    """In log events: `request` or `page`."""
+    max_in_flight: int
+    lag: Gauge
+    in_flight: Gauge
+    paused: Gauge
+    pauses: Counter
+    rebalances: Counter
+    skipped: Counter
+    charge_on_delivery: bool = True
+    """Count a delivery against its record when it is taken (else the handler calls
+    `charge`, when the part that may kill the worker begins)."""
+    on_assigned: Callable[[set[TopicPartition]], Awaitable[None]] | None = None
+    """Called with the whole assignment after each rebalance, before any record of it runs."""
+
+    @classmethod
+    def requests(cls, settings: Settings, metrics: Metrics, **hooks: Any) -> ConsumerSpec:
+        return cls(
+            topic=settings.requests_topic,
+            group_id=settings.group_id,
+            name="request",
+            max_in_flight=settings.max_requests_in_flight,
+            lag=metrics.consumer_lag,
+            in_flight=metrics.requests_in_flight,
+            paused=metrics.paused,
+            pauses=metrics.pauses,
+            rebalances=metrics.rebalances,
+            skipped=metrics.records_skipped,
+            **hooks,
+        )
+
+    @classmethod
+    def pages(cls, settings: Settings, metrics: Metrics) -> ConsumerSpec:
+        return cls(
+            topic=settings.pages_topic,
+            group_id=settings.fetcher_group_id,
+            name="page",
+            max_in_flight=settings.max_queued_pages + settings.max_page_slots,
+            lag=metrics.page_consumer_lag,
+            in_flight=metrics.page_records_in_flight,
+            paused=metrics.page_partitions_paused,
+            pauses=metrics.page_pauses,
+            rebalances=metrics.page_rebalances,
+            skipped=metrics.page_records_skipped,
+            charge_on_delivery=False,
+        )
+
+
+class RecordConsumer:
+    """Feeds records to `handler`, commits what is done, and applies backpressure."""
 
     def __init__(
         self,
@@ -64,13 +123,17 @@ class RequestConsumer:
         metrics: Metrics,
         should_pause: Callable[[], bool] = lambda: False,
         intake_room: Callable[[], int] | None = None,
+        spec: ConsumerSpec | None = None,
     ) -> None:
         self._settings = settings
+        self._spec = spec or ConsumerSpec.requests(settings, metrics)
         self._handler = handler
         self._metrics = metrics
         self._should_pause = should_pause
         self._intake_room = intake_room
         self._tracker = OffsetTracker(settings.max_deliveries)
+        self._commit_soon = False
+        """A delivery was charged: commit at the next turn of the loop."""
         self._tasks: dict[TopicPartition, set[asyncio.Task[None]]] = {}
         self._owned: dict[TopicPartition, asyncio.Event] = {}
         """Set while this worker owns the partition: runs publish only then."""
@@ -83,7 +146,7 @@ class RequestConsumer:
         stay goes on. The only one offered (see `_assignor`)."""
         self._consumer = AIOKafkaConsumer(
             **client_options(settings),
-            group_id=settings.group_id,
+            group_id=self._spec.group_id,
             group_instance_id=settings.group_instance_id,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
@@ -111,10 +174,19 @@ class RequestConsumer:
         """Stop taking new records; `run` then drains and returns."""
         self._stopping.set()
 
+    def charge(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        """Count this delivery against `record` (durable within one poll, ~200 ms)."""
+        self._tracker.charge(TopicPartition(record.topic, record.partition), record.offset)
+        self._commit_soon = True
+
+    def relieve(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        """Stop counting this delivery against `record`: what is left cannot kill the worker."""
+        self._tracker.relieve(TopicPartition(record.topic, record.partition), record.offset)
+
     async def run(self) -> None:
         """Consume until `stop()`; then finish or hand back in-flight work and commit."""
         await asyncio.wait_for(self._consumer.start(), self._timeout_s)
-        self._consumer.subscribe([self._settings.requests_topic], listener=_Rebalance(self))
+        self._consumer.subscribe([self._spec.topic], listener=_Rebalance(self))
         try:
             await self._loop()
             await self._drain(self._settings.shutdown_grace.total_seconds())
@@ -132,7 +204,8 @@ class RequestConsumer:
             )
             self._metrics.last_poll.set(time.time())
             await self._take(batch)
-            if loop.time() >= next_commit:
+            if loop.time() >= next_commit or self._commit_soon:
+                self._commit_soon = False
                 await self._commit(self._consumer.assignment())
                 next_commit = loop.time() + COMMIT_INTERVAL_S
             if loop.time() >= next_lag:
@@ -141,7 +214,7 @@ class RequestConsumer:
 
     def _fetch_bound(self) -> int:
         """Records one poll may bring in: requests in flight and local page backlog allow."""
-        room = self._settings.max_requests_in_flight - self.in_flight
+        room = self._spec.max_in_flight - self.in_flight
         if self._intake_room is not None:
             room = min(room, self._intake_room())
         return max(room, 1)
@@ -151,12 +224,15 @@ class RequestConsumer:
         started = []
         for tp, records in batch.items():
             for record in records:
-                delivery = self._tracker.delivered(tp, record.offset)
+                delivery = self._tracker.delivered(
+                    tp, record.offset, charge=self._spec.charge_on_delivery
+                )
+                name = self._spec.name
                 if delivery.verdict is Verdict.SKIP:
-                    self._metrics.records_skipped.inc()
-                    log.info("request.skipped", partition=tp.partition, offset=record.offset)
+                    self._spec.skipped.inc()
+                    log.info(f"{name}.skipped", partition=tp.partition, offset=record.offset)
                 elif delivery.verdict is Verdict.RUNNING:
-                    log.info("request.refetched", partition=tp.partition, offset=record.offset)
+                    log.info(f"{name}.refetched", partition=tp.partition, offset=record.offset)
                 else:
                     started.append((tp, record, delivery))
         if started:
@@ -177,8 +253,11 @@ class RequestConsumer:
             ):
                 await self._handler(record, delivery, self._ownership(tp))
         except Exception:  # last resort: the handler ends every record itself, even on error
-            log.exception("request.dropped", partition=tp.partition, offset=record.offset)
-            self._metrics.requests.labels("dropped").inc()
+            log.exception(
+                f"{self._spec.name}.dropped", partition=tp.partition, offset=record.offset
+            )
+            if self._spec.name == "request":
+                self._metrics.requests.labels("dropped").inc()
         finally:
             task = asyncio.current_task()
             if not (task is not None and task.cancelling()):
@@ -187,8 +266,7 @@ class RequestConsumer:
             self._count_requests()
 
     def _count_requests(self) -> None:
-        self._metrics.requests_in_flight.set(self.in_flight)
-        self._metrics.requests_pending.set(self.in_flight)
+        self._spec.in_flight.set(self.in_flight)
 
     def _ownership(self, tp: TopicPartition) -> asyncio.Event:
         owned = self._owned.get(tp)
@@ -199,7 +277,7 @@ class RequestConsumer:
 
     def _apply_backpressure(self) -> None:
         assigned = self._consumer.assignment()
-        full = self.in_flight >= self._settings.max_requests_in_flight
+        full = self.in_flight >= self._spec.max_in_flight
         pause_all = full or self._should_pause()
         limit = self._settings.max_partition_run_ahead
         wanted = {tp for tp in assigned if pause_all or self._tracker.run_ahead(tp) >= limit}
@@ -210,12 +288,13 @@ class RequestConsumer:
             self._consumer.resume(*(paused - wanted))
         if pause_all != self._paused_all:
             self._paused_all = pause_all
-            self._metrics.paused.set(int(pause_all))
+            self._spec.paused.set(int(pause_all))
             if pause_all:
-                self._metrics.pauses.inc()
+                self._spec.pauses.inc()
             log.info(
                 "consumer.paused" if pause_all else "consumer.resumed",
-                requests_in_flight=self.in_flight,
+                consumer=self._spec.name,
+                records_in_flight=self.in_flight,
                 full=full,
             )
 
@@ -250,18 +329,23 @@ class RequestConsumer:
         for tp in owned & ends.keys():
             committed = self._tracker.committed_position(tp)
             base = committed if committed is not None else starts.get(tp, 0)
-            self._metrics.consumer_lag.labels(str(tp.partition)).set(max(ends[tp] - base, 0))
+            self._spec.lag.labels(str(tp.partition)).set(max(ends[tp] - base, 0))
 
     def _forget_lag(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
             with contextlib.suppress(KeyError):
-                self._metrics.consumer_lag.remove(str(tp.partition))
+                self._spec.lag.remove(str(tp.partition))
 
     async def _drain(self, grace_s: float) -> None:
         """Let in-flight requests finish within `grace_s`, committing as they finish."""
         self._drain_deadline = asyncio.get_running_loop().time() + grace_s
         if self.in_flight:
-            log.info("consumer.draining", requests=self.in_flight, grace_s=grace_s)
+            log.info(
+                "consumer.draining",
+                consumer=self._spec.name,
+                records=self.in_flight,
+                grace_s=grace_s,
+            )
         await self._settle(set(self._tasks), self._drain_deadline)
 
     async def _settle(self, partitions: set[TopicPartition], deadline: float) -> None:
@@ -287,7 +371,7 @@ class RequestConsumer:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if tasks:
-            log.info("consumer.handed_back", requests=len(tasks))
+            log.info("consumer.handed_back", consumer=self._spec.name, records=len(tasks))
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
         """Finish and commit what can be finished in time; hold the rest until the new
@@ -302,14 +386,18 @@ class RequestConsumer:
         for tp in revoked:
             self._ownership(tp).clear()
         self._forget_lag(revoked)
-        log.info("consumer.revoked", partitions=sorted(tp.partition for tp in revoked))
+        log.info(
+            "consumer.revoked",
+            consumer=self._spec.name,
+            partitions=sorted(tp.partition for tp in revoked),
+        )
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
         """Partitions that came back unchanged (nobody committed them since we did) go on
         where they were; the others start from their committed position and metadata (done
         offsets above it are skipped, delivery counts go on). Held work of partitions that
         moved away is dropped uncommitted."""
-        self._metrics.rebalances.inc()
+        self._spec.rebalances.inc()
         generation = self._consumer._coordinator.generation  # noqa: SLF001  # no public call
         learn_generation(self._assignor, generation)
         committed = await self._committed(assigned)
@@ -327,10 +415,13 @@ class RequestConsumer:
             self._tracker.restore(tp, *committed[tp])
         for tp in set(self._owned) - assigned:
             del self._owned[tp]
+        if self._spec.on_assigned is not None:
+            await self._spec.on_assigned(set(assigned))
         for tp in assigned:
             self._ownership(tp).set()
         log.info(
             "consumer.assigned",
+            consumer=self._spec.name,
             partitions=sorted(tp.partition for tp in assigned),
             kept=sorted(tp.partition for tp in kept),
             generation=generation,
@@ -356,8 +447,12 @@ class RequestConsumer:
         return result
 
 
+RequestConsumer = RecordConsumer
+"""The coordinators' consumer (the default spec reads the requests topic)."""
+
+
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, consumer: RequestConsumer) -> None:
+    def __init__(self, consumer: RecordConsumer) -> None:
         self._consumer = consumer
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:

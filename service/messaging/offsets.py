@@ -47,7 +47,10 @@ class Verdict(StrEnum):
 class Delivery:
     verdict: Verdict
     count: int
-    """This delivery's number, 1 for the first."""
+    """This delivery's number, 1 for the first (counting the deliveries charged to it)."""
+    earlier: bool = False
+    """The record was delivered before (to a worker that died, or that handed it back or
+    was relieved of it): an earlier run of it may have left work behind."""
 
 
 @dataclass(slots=True)
@@ -57,6 +60,8 @@ class _PartitionState:
     """Finished offsets above the position (restored ones included)."""
     deliveries: dict[int, int] = field(default_factory=dict)
     """Unfinished offsets and how often each was delivered to a worker that did not finish it."""
+    earlier: set[int] = field(default_factory=set)
+    """Unfinished offsets delivered before without being charged (handed back, relieved)."""
     next_offset: int | None = None
     committed: tuple[int, str] | None = None
 
@@ -82,30 +87,57 @@ class OffsetTracker:
         """Start owning `tp` from its committed position and the metadata stored with it."""
         state = _PartitionState()
         if position is not None and position >= 0:
-            done, deliveries = decode_metadata(metadata, position)
-            state.done, state.deliveries = done, deliveries
+            done, deliveries, earlier = decode_metadata(metadata, position)
+            state.done, state.deliveries, state.earlier = done, deliveries, earlier
             state.committed = (position, metadata)
         self._partitions[tp] = state
 
-    def delivered(self, tp: TopicPartition, offset: int) -> Delivery:
-        """Take a fetched record: run it, skip it (done before), or quarantine it."""
+    def delivered(self, tp: TopicPartition, offset: int, *, charge: bool = True) -> Delivery:
+        """Take a fetched record: run it, skip it (done before), or quarantine it.
+
+        `charge`: count this delivery against the record now (committed before it runs);
+        otherwise the caller charges it with `charge()` when the risky part begins (a page
+        that starts rendering), so records that only waited are not counted."""
         state = self._partitions.setdefault(tp, _PartitionState())
         state.next_offset = max(offset + 1, state.next_offset or 0)
         if offset in state.done:
             return Delivery(Verdict.SKIP, 0)
         if offset in state.in_flight:
             return Delivery(Verdict.RUNNING, state.deliveries.get(offset, 0))
-        count = state.deliveries.get(offset, 0) + 1
-        state.deliveries[offset] = count
+        charged = state.deliveries.get(offset, 0)
+        earlier = charged > 0 or offset in state.earlier
+        count = charged + 1
+        if charge:
+            state.deliveries[offset] = count
         state.in_flight.add(offset)
         verdict = Verdict.POISON if count > self._max_deliveries else Verdict.RUN
-        return Delivery(verdict, count)
+        return Delivery(verdict, count, earlier)
+
+    def charge(self, tp: TopicPartition, offset: int) -> None:
+        """Count the delivery of an unfinished record (taken with `charge=False`)."""
+        state = self._partitions.get(tp)
+        if state is not None and offset in state.in_flight:
+            state.deliveries[offset] = state.deliveries.get(offset, 0) + 1
+
+    def relieve(self, tp: TopicPartition, offset: int) -> None:
+        """Stop counting this delivery against an unfinished record: what it still does
+        cannot kill the worker (a run that only waits for its pages). It stays marked as
+        delivered before."""
+        state = self._partitions.get(tp)
+        if state is not None and offset in state.in_flight:
+            count = state.deliveries.get(offset, 0) - 1
+            if count > 0:
+                state.deliveries[offset] = count
+            else:
+                state.deliveries.pop(offset, None)
+            state.earlier.add(offset)
 
     def finished(self, tp: TopicPartition, offset: int) -> None:
         state = self._partitions.get(tp)
         if state is not None and offset in state.in_flight:
             state.in_flight.discard(offset)
             state.deliveries.pop(offset, None)
+            state.earlier.discard(offset)
             state.done.add(offset)
             state.prune()
 
@@ -147,10 +179,13 @@ class OffsetTracker:
             if state is None or position is None:
                 continue
             deliveries = dict(state.deliveries)
+            earlier = set(state.earlier)
             if handing_back:
                 for offset in state.in_flight:
-                    deliveries[offset] = deliveries.get(offset, 1) - 1
-            commit = (position, encode_metadata(position, state.done, deliveries))
+                    if offset in deliveries:
+                        deliveries[offset] -= 1
+                earlier |= state.in_flight
+            commit = (position, encode_metadata(position, state.done, deliveries, earlier))
             if commit != state.committed:
                 commits[tp] = commit
         return commits
@@ -166,9 +201,13 @@ class OffsetTracker:
             self._partitions.pop(tp, None)
 
 
-def encode_metadata(position: int, done: set[int], deliveries: dict[int, int]) -> str:
-    """Compact JSON: a bitset of done offsets from `position`, and delivery counts (> 0)."""
+def encode_metadata(
+    position: int, done: set[int], deliveries: dict[int, int], earlier: set[int] | None = None
+) -> str:
+    """Compact JSON: a bitset of done offsets from `position`, delivery counts (> 0), and
+    the unfinished offsets delivered before without a charge."""
     counts = sorted((o - position, n) for o, n in deliveries.items() if o >= position and n > 0)
+    seen = sorted(o - position for o in earlier or () if o >= position)
     above = [o - position for o in done if o > position]
     document: dict[str, object] = {"v": METADATA_VERSION}
     if above:
@@ -178,19 +217,24 @@ def encode_metadata(position: int, done: set[int], deliveries: dict[int, int]) -
         document["done"] = base64.b64encode(bytes(bits)).decode()
     if counts:
         document["dlv"] = [list(pair) for pair in counts]
+    if seen:
+        document["seen"] = seen
     text = json.dumps(document, separators=(",", ":"))
-    if len(text) > MAX_METADATA_CHARS:  # keep the counts: skipping done work is the cheap part
-        document.pop("done", None)
+    for optional in ("done", "seen"):  # keep the counts: the rest saves work, no more
+        if len(text) <= MAX_METADATA_CHARS:
+            break
+        document.pop(optional, None)
         text = json.dumps(document, separators=(",", ":"))
     return text[:MAX_METADATA_CHARS]
 
 
-def decode_metadata(metadata: str, position: int) -> tuple[set[int], dict[int, int]]:
-    """The done offsets and delivery counts in `metadata`; nothing for foreign metadata."""
+def decode_metadata(metadata: str, position: int) -> tuple[set[int], dict[int, int], set[int]]:
+    """The done offsets, delivery counts and offsets delivered before in `metadata`;
+    nothing for foreign metadata."""
     try:
         document = json.loads(metadata) if metadata else {}
         if not isinstance(document, dict) or document.get("v") != METADATA_VERSION:
-            return set(), {}
+            return set(), {}, set()
         bits = base64.b64decode(document.get("done", ""), validate=True)
         done = {
             position + byte * 8 + bit
@@ -199,6 +243,7 @@ def decode_metadata(metadata: str, position: int) -> tuple[set[int], dict[int, i
             if value & (1 << bit)
         }
         deliveries = {position + int(delta): int(count) for delta, count in document.get("dlv", [])}
+        earlier = {position + int(delta) for delta in document.get("seen", [])}
     except (ValueError, TypeError):
-        return set(), {}
-    return done, deliveries
+        return set(), {}, set()
+    return done, deliveries, earlier

@@ -40,11 +40,30 @@ def wanted_topics(settings: Settings) -> dict[str, int]:
         settings.progress_topic,
         settings.dead_letter_topic,
         settings.control_topic,
-        settings.frontier_topic,
     )
-    return {settings.requests_topic: settings.requests_partitions} | dict.fromkeys(
-        outputs, settings.output_partitions
+    return (
+        {settings.requests_topic: settings.requests_partitions}
+        | dict.fromkeys(outputs, settings.output_partitions)
+        | {
+            settings.frontier_topic: settings.requests_partitions,  # co-partitioned
+            settings.pages_topic: settings.page_partitions,
+        }
     )
+
+
+def check_copartitioned(settings: Settings, counts: dict[str, int]) -> None:
+    """A coordinator reads frontier partition p for requests partition p: both topics are
+    keyed by request_id, so their partition counts must be equal."""
+    requests = counts.get(settings.requests_topic)
+    frontier = counts.get(settings.frontier_topic)
+    if requests is not None and frontier is not None and requests != frontier:
+        raise ConfigurationError(
+            f"topic {settings.frontier_topic} has {frontier} partitions and "
+            f"{settings.requests_topic} has {requests}: they must be equal, because a "
+            f"coordinator reads the frontier partition of each requests partition it owns. "
+            f"Recreate {settings.frontier_topic} with {requests} partitions "
+            f"(`crawlstream topics create` makes them equal), or add partitions to it."
+        )
 
 
 def partition_for(key: str | bytes, partitions: int) -> int:

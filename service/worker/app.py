@@ -23,55 +23,67 @@ from service.crawling.url_policy import UrlPolicy
 from service.errors import RejectedMessageError
 from service.health import HealthServer
 from service.logs import get_logger
-from service.messaging.consumer import RequestConsumer
+from service.frontier.tail import FrontierTail
+from service.messaging.consumer import ConsumerSpec, RecordConsumer
 from service.messaging.dead_letter import send_dead_letter
 from service.messaging.failures import PublishError, root_cause
 from service.messaging.offsets import Verdict
 from service.messaging.publisher import Publisher
-from service.messaging.topics import ensure_topics
+from service.messaging.topics import check_copartitioned, ensure_topics, ready_partitions
 from service.rendering import HostRenderMemory, PageRenderer, StaticFetcher
-from service.worker.deep import new_run
-from service.worker.deps import WorkerDeps
+from service.worker.deps import CoordinatorDeps, FetcherDeps
+from service.worker.fetcher import Fetcher
 from service.worker.intake import parse_request
 from service.worker.outputs import RunOutputs
+from service.worker.run import Run
 from service.worker.scheduler import PageScheduler, SlotLimits
 
 if TYPE_CHECKING:
     from aiokafka import ConsumerRecord
 
     from service.control import Cancel
+    from service.worker.pages import RunContexts
     from service.messaging.offsets import Delivery
     from service.metrics import Metrics
     from service.settings import Settings
 
 log = get_logger(__name__)
 
-URLS_EWMA_WEIGHT: Final = 0.2
-"""Weight of the newest request in the running mean of URLs per request (fetch sizing)."""
-
 
 class Worker:
-    """Runs until SIGTERM/SIGINT (or `stop()`), then drains, commits and exits cleanly."""
+    """Runs until SIGTERM/SIGINT (or `stop()`), then drains, commits and exits cleanly.
+
+    A coordinator (`CRAWL_ROLE` coordinator or all) consumes the requests topic and runs
+    requests; a fetcher (fetcher or all) consumes the pages topic and renders pages."""
 
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self._settings = settings
         self._metrics = metrics
-        self._consumer: RequestConsumer | None = None
-        self._deps: WorkerDeps | None = None
+        self._consumers: list[RecordConsumer] = []
+        self._coordinator: CoordinatorDeps | None = None
+        self._fetcher: FetcherDeps | None = None
         self._stop_requested = asyncio.Event()
-        self._arrivals = itertools.count()
-        self._urls_per_request = float(settings.max_urls_per_request)  # until requests are seen
         self._active = ActiveRuns()
-        """request_id -> its runs in progress here: a cancel reaches them at once."""
+        """request_id -> its runs and pages in progress here: a cancel reaches them at once."""
+
+    @property
+    def _coordinates(self) -> bool:
+        return self._settings.role in {"all", "coordinator"}
+
+    @property
+    def _fetches(self) -> bool:
+        return self._settings.role in {"all", "fetcher"}
 
     def stop(self) -> None:
         self._stop_requested.set()
-        if self._consumer is not None:
-            self._consumer.stop()
+        for consumer in self._consumers:
+            consumer.stop()
 
     async def run(self) -> None:
         settings = self._settings
         await ensure_topics(settings)
+        counts = await ready_partitions(settings)
+        check_copartitioned(settings, counts)
         policy = UrlPolicy.from_settings(settings)
         async with contextlib.AsyncExitStack() as stack:
             publisher = await stack.enter_async_context(Publisher(settings))
@@ -79,63 +91,113 @@ class Worker:
             proxy = await stack.enter_async_context(
                 EgressProxy.from_settings(settings, policy, on_blocked=refusals.record)
             )
-            restarts = self._metrics.browser_restarts
-            contexts = self._metrics.browser_contexts
-            pool = await stack.enter_async_context(
-                BrowserPool(
-                    settings,
-                    proxy=proxy.access,
-                    on_restart=lambda reason: restarts.labels(reason).inc(),
-                    on_context=lambda source: contexts.labels(source).inc(),
-                )
-            )
             robots_source = await stack.enter_async_context(HttpRobotsSource(proxy.access))
-            robots = await stack.enter_async_context(RobotsCache(robots_source))
-            static = await stack.enter_async_context(StaticFetcher(proxy.access, policy))
-            renderer = PageRenderer(static, HostRenderMemory.from_settings(settings), self._metrics)
             control = await stack.enter_async_context(
                 ControlReader(settings, self._cancels(), self._metrics)
             )
-            gate = await self._memory_gate(stack)
-            scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))
-            gate.attach(scheduler, pool)
-            self._metrics.pages_pending.set_function(lambda: scheduler.pending)
-            self._metrics.browser_pages.set_function(lambda: pool.open_pages)
-            self._deps = WorkerDeps(
-                settings=settings,
-                publisher=publisher,
-                pool=pool,
-                policy=policy,
-                scheduler=scheduler,
-                metrics=self._metrics,
-                robots=robots,
-                control=control,
-                refusals=refusals,
-                sitemaps=robots_source,
-                renderer=renderer,
-            )
-            self._consumer = RequestConsumer(
-                settings,
-                self._handle,
-                self._metrics,
-                should_pause=gate.should_pause,
-                intake_room=lambda: self._intake_room(scheduler),
-            )
+            if self._fetches:
+                fetcher = await self._fetcher_role(
+                    stack, publisher, proxy, policy, refusals, robots_source, control
+                )
+                self._consumers.append(fetcher)
+            if self._coordinates:
+                tail = await stack.enter_async_context(FrontierTail(settings))
+                tail.set_partitions(counts[settings.frontier_topic])
+                self._coordinator = CoordinatorDeps(
+                    settings=settings,
+                    publisher=publisher,
+                    metrics=self._metrics,
+                    control=control,
+                    tail=tail,
+                    sitemaps=robots_source,
+                )
+                spec = ConsumerSpec.requests(
+                    settings, self._metrics, on_assigned=lambda tps: tail.follow(
+                        {tp.partition for tp in tps}
+                    )
+                )
+                requests = RecordConsumer(settings, self._handle, self._metrics, spec=spec)
+                self._metrics.requests_pending.set_function(lambda: requests.in_flight)
+                self._requests = requests
+                self._consumers.insert(0, requests)
             await stack.enter_async_context(
                 HealthServer(self._metrics, settings.metrics_port, self._readiness)
             )
             self._install_signals()
             if self._stop_requested.is_set():
-                self._consumer.stop()
+                self.stop()
             log.info(
                 "worker.started",
                 worker=settings.worker_name,
+                role=settings.role,
                 group=settings.group_id,
+                fetcher_group=settings.fetcher_group_id,
                 topic=settings.requests_topic,
+                pages_topic=settings.pages_topic,
             )
-            await self._consumer.run()
+            await asyncio.gather(*(consumer.run() for consumer in self._consumers))
+            if self._fetcher_contexts is not None:
+                await self._fetcher_contexts.close_all()
         log.info("worker.stopped", worker=settings.worker_name)
 
+    _fetcher_contexts: RunContexts | None = None
+    _requests: RecordConsumer | None = None
+
+    async def _fetcher_role(
+        self,
+        stack: contextlib.AsyncExitStack,
+        publisher: Publisher,
+        proxy: EgressProxy,
+        policy: UrlPolicy,
+        refusals: RefusedTargets,
+        robots_source: HttpRobotsSource,
+        control: ControlReader,
+    ) -> RecordConsumer:
+        """The browser, the page slots and the pages consumer."""
+        settings = self._settings
+        restarts = self._metrics.browser_restarts
+        contexts = self._metrics.browser_contexts
+        pool = await stack.enter_async_context(
+            BrowserPool(
+                settings,
+                proxy=proxy.access,
+                on_restart=lambda reason: restarts.labels(reason).inc(),
+                on_context=lambda source: contexts.labels(source).inc(),
+            )
+        )
+        robots = await stack.enter_async_context(RobotsCache(robots_source))
+        static = await stack.enter_async_context(StaticFetcher(proxy.access, policy))
+        renderer = PageRenderer(static, HostRenderMemory.from_settings(settings), self._metrics)
+        gate = await self._memory_gate(stack)
+        scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))
+        gate.attach(scheduler, pool)
+        self._metrics.pages_pending.set_function(lambda: scheduler.pending)
+        self._metrics.browser_pages.set_function(lambda: pool.open_pages)
+        self._fetcher = FetcherDeps(
+            settings=settings,
+            publisher=publisher,
+            metrics=self._metrics,
+            control=control,
+            pool=pool,
+            scheduler=scheduler,
+            policy=policy,
+            robots=robots,
+            refusals=refusals,
+            renderer=renderer,
+        )
+        consumers: list[RecordConsumer] = []
+        fetcher = Fetcher(self._fetcher, self._active, charge=lambda r: consumers[0].charge(r))
+        self._fetcher_contexts = fetcher.contexts
+        consumer = RecordConsumer(
+            settings,
+            fetcher.handle,
+            self._metrics,
+            should_pause=gate.should_pause,
+            intake_room=lambda: max(settings.max_queued_pages - scheduler.intake_backlog, 0),
+            spec=ConsumerSpec.pages(settings, self._metrics),
+        )
+        consumers.append(consumer)
+        return consumer
     async def _memory_gate(self, stack: contextlib.AsyncExitStack) -> MemoryGate:
         """The sampler feeds the gate, which applies the governor's decisions."""
         settings = self._settings
@@ -174,22 +236,17 @@ class Worker:
         registry.listen(stop_runs)
         return registry
 
-    def _intake_room(self, scheduler: PageScheduler) -> int:
-        """Request records the local page backlog has room for, at the typical request size."""
-        room = self._settings.max_queued_pages - scheduler.intake_backlog
-        return max(room, 0) // max(round(self._urls_per_request), 1)
-
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
 
     async def _readiness(self) -> dict[str, bool]:
-        consumer, deps = self._consumer, self._deps
-        return {
-            "broker": consumer is not None and await consumer.broker_reachable(),
-            "browser": deps is not None and deps.pool.is_ready(),
-        }
+        consumer = self._consumers[0] if self._consumers else None
+        checks = {"broker": consumer is not None and await consumer.broker_reachable()}
+        if self._fetches:
+            checks["browser"] = self._fetcher is not None and self._fetcher.pool.is_ready()
+        return checks
 
     async def _handle(
         self, record: ConsumerRecord[bytes, bytes], delivery: Delivery, owned: asyncio.Event
@@ -206,7 +263,7 @@ class Worker:
             if delivery.verdict is Verdict.POISON:
                 await self._quarantine(record, source, delivery, owned)
             else:
-                await self._process(record, source, next(self._arrivals), owned)
+                await self._process(record, source, delivery, owned)
         except Exception as exc:  # the record's error boundary
             cause = root_cause(exc)
             log.exception("request.crashed", error=repr(cause), exc_info=cause)
@@ -219,7 +276,7 @@ class Worker:
         self,
         record: ConsumerRecord[bytes, bytes],
         source: RecordSource,
-        priority: int,
+        delivery: Delivery,
         owned: asyncio.Event,
     ) -> None:
         try:
@@ -227,15 +284,17 @@ class Worker:
         except RejectedMessageError as exc:
             await self._reject(record, source, exc, owned)
             return
-        self._urls_per_request += URLS_EWMA_WEIGHT * (len(request.urls) - self._urls_per_request)
+        consumer = self._requests
         with structlog.contextvars.bound_contextvars(request_id=request.request_id):
-            run = new_run(
+            run = Run(
                 self._require_deps(),
                 request,
                 source=source,
-                priority=priority,
+                priority=record.timestamp,
                 owned=owned,
                 since_ms=record.timestamp,
+                earlier=delivery.earlier,
+                relieve=lambda: consumer.relieve(record) if consumer else None,
             )
             with self._active.running(request.request_id, run):
                 await run.execute()
@@ -261,7 +320,7 @@ class Worker:
         log.error("request.poison", deliveries=delivery.count, request_id=request.request_id)
         poison = RejectedMessageError("poison", message, request.request_id)
         await self._dead_letter(record, poison, owned)
-        run = new_run(self._require_deps(), request, source=source, owned=owned)
+        run = Run(self._require_deps(), request, source=source, owned=owned)
         await run.fail_all(ErrorCode.POISON, message)
 
     async def _reject(
@@ -297,7 +356,7 @@ class Worker:
         await send_dead_letter(publisher, self._settings, record, exc, owned)
         self._metrics.dead_letters.labels(exc.code).inc()
 
-    def _require_deps(self) -> WorkerDeps:
-        if self._deps is None:
-            raise RuntimeError("the worker is not running")
-        return self._deps
+    def _require_deps(self) -> CoordinatorDeps:
+        if self._coordinator is None:
+            raise RuntimeError("the worker is not coordinating")
+        return self._coordinator

@@ -1,4 +1,4 @@
-"""What a request run needs from the worker, in one place."""
+"""What the two roles need from the worker, one bundle each."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from service.crawling.robots import RobotsCache
     from service.crawling.url_policy import UrlPolicy
     from service.frontier.sitemap import TextSource
+    from service.frontier.tail import FrontierTail
     from service.messaging.publisher import Publisher
     from service.metrics import Metrics
     from service.rendering import PageRenderer
@@ -20,21 +21,36 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class WorkerDeps:
+class CoordinatorDeps:
+    """A run at its coordinator: plan, dispatch, learn outcomes, send events."""
+
     settings: Settings
     publisher: Publisher
-    pool: BrowserPool
-    scheduler: PageScheduler
-    """Page slots: memory admission, each request's share, the per-host limit."""
-    policy: UrlPolicy
     metrics: Metrics
-    robots: RobotsCache
-    """robots.txt rules per origin, fetched through the egress proxy."""
     control: ControlReader
     """The cancels read from the control topic."""
-    refusals: RefusedTargets
-    """Targets the egress proxy refused, so a refused https page is `blocked`."""
+    tail: FrontierTail
+    """The frontier records of the requests partitions owned here (page outcomes)."""
     sitemaps: TextSource
     """Fetches sitemaps (and robots.txt) through the egress proxy, for deep crawls."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetcherDeps:
+    """A page at its fetcher: policy, robots, pacing, retries, a slot, a render."""
+
+    settings: Settings
+    publisher: Publisher
+    metrics: Metrics
+    control: ControlReader
+    pool: BrowserPool
+    scheduler: PageScheduler
+    """Page slots: memory admission, each run's share, the per-host limit."""
+    policy: UrlPolicy
+    robots: RobotsCache
+    """robots.txt rules per origin, fetched through the egress proxy: one fetch per
+    origin and TTL for the whole group, since one fetcher owns each host."""
+    refusals: RefusedTargets
+    """Targets the egress proxy refused, so a refused https page is `blocked`."""
     renderer: PageRenderer
     """Picks each page's path (`render`: browser, http, auto) and runs it."""

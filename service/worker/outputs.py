@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from service.contracts import ErrorCode, EventType, PageResult, ProgressEvent, dump, utc_now
+from service.contracts import (
+    ErrorCode,
+    EventType,
+    PageResult,
+    ProgressEvent,
+    dump,
+    result_id_for,
+    utc_now,
+)
 from service.messaging.outbox import Outbox
 
 if TYPE_CHECKING:
@@ -13,7 +21,7 @@ if TYPE_CHECKING:
 
     from pydantic import JsonValue
 
-    from service.contracts import FrontierRecord, RecordSource
+    from service.contracts import FrontierRecord, PageTask, RecordSource
     from service.messaging.publisher import Publisher
     from service.settings import Settings
 
@@ -108,6 +116,17 @@ class RunOutputs:
         kind = EventType.PAGE_SUCCEEDED if result.ok else EventType.PAGE_FAILED
         detail = result.error.code.value if result.error else None
         await self.event(kind, url=result.url, result_id=result.result_id, detail=detail)
+
+    async def page_done(self, url: str, outcome: str, error_code: str | None) -> None:
+        """Count a page a fetcher finished (its result is published) and send its event."""
+        self.count(outcome)
+        kind = EventType.PAGE_SUCCEEDED if outcome == "succeeded" else EventType.PAGE_FAILED
+        result_id = result_id_for(self.request_id, url)
+        await self.event(kind, url=url, result_id=result_id, detail=error_code)
+
+    async def dispatch(self, task: PageTask, key: str) -> None:
+        """Put a page task on the pages topic, keyed by its host (do not wait)."""
+        await self._outbox.put(self._settings.pages_topic, key, dump(task), JSON_HEADERS)
 
     def count(self, outcome: str) -> None:
         """Count a page an earlier run of the job finished (a deep crawl taken over)."""

@@ -1,105 +1,111 @@
-"""One run of one request: every URL gets exactly one result, then one terminal event."""
+"""One run of one request at its coordinator: every page gets exactly one result, then one
+terminal event.
+
+The coordinator plans the run's pages (`plans.py`: a list, or a deep crawl's fold),
+dispatches them to the pages topic keyed by host, and learns from the frontier topic that
+a fetcher finished one (its `page` record, written after its result was acknowledged).
+It sends every `ProgressEvent` of the run, so `seq` has no gaps whichever fetchers render.
+
+Flow control: at most `CRAWL_DISPATCH_WINDOW` pages of one run and one host are
+dispatched and unfinished; the rest wait here, in the plan. A run that takes a request over
+(a redelivery, or a deep crawl) first reads the request's frontier records: pages with a
+`page` record are done (counted, their links folded), pages in a `dispatched` record are
+waited for (their tasks are on the pages topic and a fetcher will answer them), and the
+rest are dispatched.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
-from typing import TYPE_CHECKING, Final
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import structlog
 
-from service.contracts import ErrorCode, EventType, PageResult, result_id_for, utc_now
-from service.crawling import SettleLimits
-from service.crawling.fetch import PageContent, failed, fetch_page
-from service.crawling.robots import USER_AGENT
-from service.crawling.url_policy import BlockedUrlError, UnresolvableHostError
-from service.errors import BrowserUnavailableError
+from service.contracts import (
+    ErrorCode,
+    EventType,
+    FrontierRecord,
+    PageResult,
+    PageTask,
+    result_id_for,
+    utc_now,
+)
+from service.crawling.fetch import failed
+from service.frontier.log import read_job
+from service.frontier.plan import Expansion, SitemapPages
+from service.frontier.sitemap import sitemap_urls
 from service.logs import get_logger
 from service.messaging.failures import root_cause
-from service.worker.hosts import host_key
 from service.worker.outputs import RunOutputs
-from service.worker.retry import PageDeadline, RetryPolicy, retry_reason
-from service.worker.scheduler import PageTicket
+from service.worker.page_keys import page_key
+from service.worker.plans import DeepPlan, plan_for
 from service.worker.stop import Stop
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from service.contracts import CrawlRequest, RecordSource
     from service.control import Cancel
-    from service.crawling.browser import RequestContext
-    from service.crawling.extraction import FollowRules
-    from service.worker.deps import WorkerDeps
+    from service.frontier.plan import Admitted
+    from service.worker.deps import CoordinatorDeps
 
 log = get_logger(__name__)
 
-BROWSER_ATTEMPTS: Final = 3
-"""Tries per page when the browser dies under it; then the page fails `browser_crash`."""
 
-
-class RequestRun:
-    """Crawls the URLs of one request through the shared page slots, publishing as it goes."""
+class Run:
+    """The coordinator's side of one request: plan, dispatch, count, events."""
 
     def __init__(
         self,
-        deps: WorkerDeps,
+        deps: CoordinatorDeps,
         request: CrawlRequest,
         *,
         source: RecordSource,
         priority: int = 0,
         owned: asyncio.Event | None = None,
         since_ms: int = 0,
+        earlier: bool = False,
+        relieve: Callable[[], None] = lambda: None,
     ) -> None:
         self._deps = deps
         self._request = request
         self._priority = priority
         self.run_id = uuid.uuid4().hex
+        self._plan = plan_for(request)
         self._outputs = RunOutputs(
             deps.publisher,
             deps.settings,
             request_id=request.request_id,
             run_id=self.run_id,
-            total=len(request.urls),
+            total=len(self._plan.admitted),
             request_metadata=request.metadata,
             source=source,
             on_resend=deps.metrics.publish_retries.inc,
             owned=owned,
         )
-        self._context: RequestContext | None = None
-        self._context_lock = asyncio.Lock()
-        self._published: set[str] = set()
-        self._pending = 0
-        """Pages of this run counted in the scheduler's backlog and not yet published."""
-        self._timeout_s = min(
-            request.options.timeout_ms / 1000, deps.settings.max_page_timeout.total_seconds()
-        )
-        self._retry = RetryPolicy.from_settings(deps.settings)
-        self._follow: FollowRules | None = None
-        """Set by a deep crawl: extract the links it may follow."""
+        self._outputs.discovered = self._plan.discovered
+        self._since_ms = since_ms
+        self._earlier = earlier
+        self._relieve = relieve
         self._stop: Stop | None = None
         self._stopped = asyncio.Event()
-        self._since_ms = since_ms
-        """When the request record was produced (its Kafka timestamp)."""
-        self._marks: dict[str, float] = {}
-        """Wall-clock milliseconds of the run's steps, logged at debug level (`run.timing`)."""
-
-    def _urls(self) -> list[str]:
-        """The URLs that get a result: the request's own."""
-        return self._request.urls
-
-    def _counted_at_start(self) -> int:
-        """Pages put in the scheduler's count when the run starts: all of a list crawl's."""
-        return len(self._urls())
-
-    def _placement(self, url: str) -> tuple[int, str | None]:  # noqa: ARG002 (deep crawls use it)
-        """The page's `depth` and `parent_url`: a list crawl's pages are all seeds."""
-        return 0, None
-
-    def _completion(self) -> str | None:
-        """The `detail` of the `completed` event."""
-        return None
+        self._arrived: asyncio.Queue[FrontierRecord] = asyncio.Queue()
+        self._waiting: list[Admitted] = []
+        """Admitted pages not yet dispatched, in admission order."""
+        self._dispatched: dict[str, str] = {}
+        """Dispatched pages without an outcome yet -> their page key."""
+        self._per_key: Counter[str] = Counter()
+        self._done: set[str] = set()
+        self._deadline_at: datetime | None = None
+        self._started = time.monotonic()
 
     def cancel(self, cancel: Cancel) -> None:
-        """Stop now: close running pages, start no more; the rest get `cancelled` results."""
+        """Stop: dispatch nothing more; fetchers stop this run's pages as the cancel
+        reaches them; pages never dispatched get `cancelled` results."""
         self._halt(Stop.cancelled(cancel))
 
     def _halt(self, stop: Stop) -> None:
@@ -109,7 +115,6 @@ class RequestRun:
             log.info("run.stopping", reason=stop.code.value, detail=stop.detail)
 
     def _budget_s(self) -> float | None:
-        """The request's whole budget (`deadline_ms`), clamped to the worker's maximum."""
         deadline_ms = self._request.options.deadline_ms
         if deadline_ms is None:
             return None
@@ -120,98 +125,261 @@ class RequestRun:
         with structlog.contextvars.bound_contextvars(run_id=self.run_id):
             await self._execute()
 
-    def _mark(self, step: str) -> None:
-        self._marks.setdefault(step, time.time() * 1000)
-
-    def _log_timing(self) -> None:
-        """How long after the record was produced each step of the run happened."""
-        since = self._since_ms or self._marks.get("started", 0.0)
-        log.debug("run.timing", **{f"{k}_ms": round(v - since) for k, v in self._marks.items()})
-
     async def _execute(self) -> None:
-        self._mark("started")
         expires_at = self._request.expires_at
         if expires_at is not None and expires_at <= utc_now():
             await self._finish(EventType.EXPIRED, f"expired at {expires_at.isoformat()}")
             return
-        scheduler = self._deps.scheduler
-        self._pending = self._counted_at_start()
-        scheduler.accept(self._pending)  # before any await: the next poll sees these pages
+        tail = self._deps.tail
+        request_id = self._request.request_id
+        position = tail.subscribe(request_id, self._deliver)
         deadline: asyncio.TimerHandle | None = None
         try:
-            cancel = await self._deps.control.cancel_for(self._request.request_id)
-            self._mark("control_synced")
+            cancel = await self._deps.control.cancel_for(request_id)
             if cancel is not None:
                 self.cancel(cancel)
             budget_s = self._budget_s()
             if budget_s is not None:
+                self._deadline_at = utc_now() + timedelta(seconds=budget_s)
                 loop = asyncio.get_running_loop()
                 deadline = loop.call_later(budget_s, self._halt, Stop.deadline(budget_s))
             await self._outputs.event(EventType.ACCEPTED)
-            self._mark("accepted_sent")
-            await self._crawl_or_fail()
+            self._relieve()  # from here on the run only waits: its death kills nobody
+            await self._crawl_or_fail(position)
         finally:
             if deadline is not None:
                 deadline.cancel()
-            scheduler.finished(self._pending)
+            tail.unsubscribe(request_id, self._deliver)
+            self._deps.metrics.runs_waiting.dec(len(self._dispatched))
 
-    async def _crawl_or_fail(self) -> None:
+    def _deliver(self, record: FrontierRecord) -> None:
+        if record.source == self._outputs.source:
+            self._arrived.put_nowait(record)
+
+    async def _crawl_or_fail(self, position: int) -> None:
         try:
-            await self._crawl_all()
+            await self._crawl(position)
         except Exception as exc:  # loop boundary: the request fails, the worker goes on
             cause = root_cause(exc)
             log.exception("request.failed", error=repr(cause), exc_info=cause)
             message = f"{type(cause).__name__}: {cause}"
-            await self._fail_remaining(ErrorCode.INTERNAL, message)
+            await self._fail_remaining(ErrorCode.INTERNAL, message, dispatched=True)
             await self._finish(EventType.FAILED, message)
             return
-        finally:
-            await self._close_context()
         stop = self._stop
         if stop is None:
-            await self._finish(EventType.COMPLETED, self._completion())
+            await self._finish(EventType.COMPLETED, self._plan.completion())
             return
-        await self._fail_remaining(stop.code, stop.detail)
         await self._finish(stop.terminal, stop.detail)
 
-    async def _crawl_all(self) -> None:
-        """Every page as a task; results are published as pages finish. A stop (cancel,
-        deadline) cancels the pages still running or waiting, which closes their pages."""
-        if self._stopped.is_set():
-            return
-        async with asyncio.TaskGroup() as group:
-            pending = {group.create_task(self._page(url)) for url in self._request.urls}
-            stopped = group.create_task(self._stopped.wait())
-            while pending:
-                await asyncio.wait({*pending, stopped}, return_when=asyncio.FIRST_COMPLETED)
-                for finished in [task for task in pending if task.done()]:
-                    pending.discard(finished)
-                    await self._publish(finished.result())
-                    self._deps.scheduler.finished()
-                    self._pending -= 1
-                if stopped.done():
+    async def _crawl(self, position: int) -> None:
+        sitemap_logged = await self._replay(position)
+        self._waiting += [p for p in self._plan.admitted if p.url not in self._known()]
+        sitemap: asyncio.Task[SitemapPages] | None = None
+        if self._plan.wants_sitemap:
+            sitemap = asyncio.create_task(self._sitemap(sitemap_logged))
+        stopped = asyncio.create_task(self._stopped.wait())
+        try:
+            while not self._stopped.is_set():
+                await self._dispatch()
+                if not self._dispatched and not self._waiting and sitemap is None:
                     break
-            for task in (*pending, stopped):
-                task.cancel()
-        for late in pending:  # finished before it could be cancelled: it keeps its result
-            if not late.cancelled():
-                await self._publish(late.result())
-                self._deps.scheduler.finished()
-                self._pending -= 1
+                arrival = asyncio.create_task(self._arrived.get())
+                wait = {arrival, stopped, *([sitemap] if sitemap else [])}
+                await asyncio.wait(wait, return_when=asyncio.FIRST_COMPLETED)
+                if not arrival.done():
+                    arrival.cancel()
+                else:
+                    await self._take(arrival.result())
+                while not self._arrived.empty():
+                    await self._take(self._arrived.get_nowait())
+                if sitemap is not None and sitemap.done():
+                    self._admit(self._plan.sitemap(sitemap.result()))
+                    sitemap = None
+        finally:
+            stopped.cancel()
+            if sitemap is not None:
+                sitemap.cancel()
+        if self._stop is not None:
+            await self._stopping(self._stop)
 
-    async def _publish(self, result: PageResult) -> None:
-        self._mark("first_result")
-        await self._outputs.result(result)
-        self._published.add(result.url)
-        outcome = "ok" if result.ok else (result.error.code if result.error else "failed")
-        self._deps.metrics.pages.labels(str(outcome)).inc()
+    async def _stopping(self, stop: Stop) -> None:
+        """Pages never dispatched get the stop's results here; dispatched ones are stopped
+        by their fetchers (cancel from the control topic, `deadline_at` on the task), whose
+        answers are waited for, so every page still has one result."""
+        await self._fail_remaining(stop.code, stop.detail, dispatched=False)
+        while self._dispatched:
+            await self._take(await self._arrived.get())
+
+    def _known(self) -> set[str]:
+        return self._done | set(self._dispatched)
+
+    async def _replay(self, position: int) -> SitemapPages | None:
+        """What earlier runs of this request left in the frontier log (only read when the
+        record was delivered before, or for a deep crawl, whose log a run rebuilds from)."""
+        if not (self._earlier or isinstance(self._plan, DeepPlan)):
+            return None
+        records = await read_job(
+            self._deps.settings,
+            self._request.request_id,
+            self._outputs.source,
+            since_ms=self._since_ms,
+            until=position,
+        )
+        sitemap: SitemapPages | None = None
+        finished: dict[str, FrontierRecord] = {}
+        dispatched: set[str] = set()
+        for record in records:
+            if record.kind == "sitemap":
+                sitemap = SitemapPages(record.links, record.left_out)
+            elif record.kind == "dispatched":
+                dispatched.update(record.links)
+            elif record.url is not None:
+                finished.setdefault(record.url, record)
+        if sitemap is not None:
+            self._plan.sitemap(sitemap)
+        # Fold finished pages in admission order; admitting may reveal more finished ones.
+        index = 0
+        while index < len(self._plan.admitted):
+            page = self._plan.admitted[index]
+            index += 1
+            record = finished.pop(page.url, None)
+            if record is not None:
+                self._done.add(page.url)
+                self._outputs.count(record.outcome or "failed")
+                self._plan.finished(record)
+            elif page.url in dispatched:
+                self._dispatched[page.url] = self._key(page.url)
+                self._per_key[self._dispatched[page.url]] += 1
+        self._deps.metrics.runs_waiting.inc(len(self._dispatched))
+        self._outputs.total = len(self._plan.admitted)
+        self._outputs.discovered = self._plan.discovered
+        if records:
+            log.info(
+                "run.resumed",
+                done=len(self._done),
+                dispatched=len(self._dispatched),
+                sitemap=sitemap is not None,
+            )
+        return sitemap
+
+    def _key(self, url: str) -> str:
+        return page_key(url, self._request.options, self._deps.settings)
+
+    async def _dispatch(self) -> None:
+        """Dispatch the waiting pages the window allows, in order; once the broker has
+        them, log which (so a next coordinator waits for them instead of re-sending)."""
+        window = self._deps.settings.dispatch_window
+        sent: list[str] = []
+        kept: list[Admitted] = []
+        for page in self._waiting:
+            key = self._key(page.url)
+            if self._per_key[key] >= window:
+                kept.append(page)
+                continue
+            self._per_key[key] += 1
+            self._dispatched[page.url] = key
+            await self._outputs.dispatch(self._task(page), key)
+            sent.append(page.url)
+        self._waiting = kept
+        if not sent:
+            return
+        self._deps.metrics.runs_waiting.inc(len(sent))
+        await self._outputs.acknowledged()
+        await self._outputs.frontier(self._record("dispatched", links=tuple(sent)))
+
+    def _task(self, page: Admitted) -> PageTask:
+        request = self._request
+        return PageTask(
+            request_id=request.request_id,
+            run_id=self.run_id,
+            url=page.url,
+            options=request.options,
+            source=self._outputs.source,
+            request_metadata=request.metadata,
+            depth=page.depth,
+            parent_url=page.parent_url,
+            follow=self._plan.follow(page),
+            delay_ms=self._plan.delay_ms,
+            deadline_at=self._deadline_at,
+            priority=self._priority,
+        )
+
+    async def _take(self, record: FrontierRecord) -> None:
+        """A page record arrived: count the page once, send its event, fold its links."""
+        url = record.url
+        if record.kind != "page" or url is None or url in self._done:
+            return
+        key = self._dispatched.pop(url, None)
+        if key is None and url not in {page.url for page in self._waiting}:
+            return  # not a page of this run's plan (an earlier run admitted otherwise)
+        if key is not None:
+            self._per_key[key] -= 1
+            self._deps.metrics.runs_waiting.dec()
+        else:
+            self._waiting = [page for page in self._waiting if page.url != url]
+        self._done.add(url)
+        self._outputs.discovered = self._plan.discovered
+        await self._outputs.page_done(url, record.outcome or "failed", record.error_code)
+        self._admit(await self._fold(record))
+
+    async def _fold(self, record: FrontierRecord) -> list[Admitted]:
+        plan = self._plan
+        if not isinstance(plan, DeepPlan) or record.url is None:
+            return plan.finished(record)
+        if plan.heavy(record):  # normalising and matching cost ~0.1 ms a link
+            expansion: Expansion = await asyncio.to_thread(plan.expansion, record)
+        else:
+            expansion = plan.expansion(record)
+        return plan.fold(record.url, expansion)
+
+    def _admit(self, pages: list[Admitted]) -> None:
+        self._waiting += pages
+        self._outputs.total = len(self._plan.admitted)
+        self._outputs.discovered = self._plan.discovered
+
+    async def _sitemap(self, logged: SitemapPages | None) -> SitemapPages:
+        """The sitemap's pages the budget can admit: as an earlier run logged them, or read
+        now, cut at the budget and logged."""
+        if logged is not None:
+            return logged
+        plan = self._plan
+        assert isinstance(plan, DeepPlan)
+        urls = await sitemap_urls(self._deps.sitemaps, self._request.urls)
+        pages = await asyncio.to_thread(plan.sitemap_pages, urls)
+        if pages.left_out:
+            log.info(
+                "sitemap.cut", listed=len(urls), kept=len(pages.links), left_out=pages.left_out
+            )
+        await self._outputs.frontier(
+            self._record("sitemap", links=pages.links, left_out=pages.left_out, beyond=pages.beyond)
+        )
+        return pages
+
+    def _record(
+        self,
+        kind: str,
+        *,
+        links: tuple[str, ...] = (),
+        left_out: int = 0,
+        beyond: tuple[str, ...] = (),
+    ) -> FrontierRecord:
+        return FrontierRecord.model_validate(
+            {
+                "request_id": self._request.request_id,
+                "source": self._outputs.source,
+                "kind": kind,
+                "links": links,
+                "left_out": left_out,
+                "beyond": beyond,
+                "run_id": self.run_id,
+            }
+        )
 
     async def _finish(self, kind: EventType, detail: str | None) -> None:
-        self._mark("finishing")
+        self._outputs.total = len(self._plan.admitted)
         await self._outputs.event(kind, detail=detail)
         await self._outputs.acknowledged()
-        self._mark("acknowledged")
-        self._log_timing()
         self._deps.metrics.requests.labels(kind.value).inc()
         log.info(
             "request.finished",
@@ -220,144 +388,47 @@ class RequestRun:
             succeeded=self._outputs.succeeded,
             failed=self._outputs.failed,
             cancelled=self._outputs.cancelled,
+            elapsed_ms=round((time.monotonic() - self._started) * 1000),
         )
 
     async def fail_all(self, code: ErrorCode, message: str) -> None:
-        """Crawl nothing: every URL gets a failed result with `code`, then `failed`."""
+        """Crawl nothing: every page gets a failed result with `code`, then `failed`."""
         with structlog.contextvars.bound_contextvars(run_id=self.run_id):
             await self._outputs.event(EventType.ACCEPTED)
-            await self._fail_remaining(code, message)
+            self._waiting = list(self._plan.admitted)
+            await self._fail_remaining(code, message, dispatched=False)
             await self._finish(EventType.FAILED, f"{code.value}: {message}")
 
-    async def _fail_remaining(self, code: ErrorCode, message: str) -> None:
-        for url in self._urls():
-            if url not in self._published:
-                await self._publish(self._result(url, failed(code, message), time.monotonic()))
+    async def _fail_remaining(self, code: ErrorCode, message: str, *, dispatched: bool) -> None:
+        """Publish a failed result for each page never dispatched (and, with `dispatched`,
+        for those a fetcher has not answered: the run is given up)."""
+        pages = list(self._waiting)
+        self._waiting = []
+        if dispatched:
+            admitted = {page.url: page for page in self._plan.admitted}
+            pages += [admitted[url] for url in self._dispatched if url in admitted]
+            self._deps.metrics.runs_waiting.dec(len(self._dispatched))
+            self._dispatched.clear()
+        for page in pages:
+            if page.url in self._done:
+                continue
+            self._done.add(page.url)
+            await self._outputs.result(self._failed_result(page, code, message))
+        self._deps.metrics.pages.labels(code.value).inc(len(pages))
 
-    async def _page(self, url: str) -> PageResult:
-        return (await self._page_content(url))[0]
-
-    async def _page_content(self, url: str) -> tuple[PageResult, PageContent]:
-        structlog.contextvars.bind_contextvars(url=url)  # this page's own task context
-        started = time.monotonic()
-        content = await self._check_policy(url) or await self._check_robots(url)
-        if content is None:
-            content = await self._fetch_with_retries(url)
-        result = self._result(url, content, started)
-        self._deps.metrics.page_seconds.observe(time.monotonic() - started)
-        log.debug("page.fetched", url=url, ok=result.ok, status=result.status_code)
-        return result, content
-
-    async def _check_policy(self, url: str) -> PageContent | None:
-        try:
-            await self._deps.policy.check_target(url)
-        except BlockedUrlError as exc:
-            return failed(ErrorCode.BLOCKED, str(exc))
-        except UnresolvableHostError as exc:
-            return failed(ErrorCode.DNS, str(exc))
-        except ValueError as exc:
-            return failed(ErrorCode.INVALID_URL, str(exc))
-        return None
-
-    async def _check_robots(self, url: str) -> PageContent | None:
-        if not self._request.options.respect_robots or await self._deps.robots.allowed(url):
-            return None
-        return failed(ErrorCode.ROBOTS, f"robots.txt disallows {url} for {USER_AGENT}")
-
-    async def _fetch_with_retries(self, url: str) -> PageContent:
-        """Try the page until it succeeds, fails for good, or its retries or time run out.
-
-        The wait between tries happens here, outside every slot, so other pages run meanwhile.
-        """
-        deadline = PageDeadline(self._timeout_s)
-        attempt = 0
-        while True:
-            content = await self._attempt(url, deadline)
-            reason = retry_reason(content)
-            if reason is None:
-                return content
-            wait_s = self._retry.delay_s(
-                attempt, retry_after_s=content.retry_after_s, remaining_s=deadline.remaining_s()
-            )
-            if wait_s is None:
-                return content
-            attempt += 1
-            self._deps.metrics.page_retries.labels(reason).inc()
-            log.info("page.retrying", url=url, reason=reason, attempt=attempt, wait_s=wait_s)
-            await asyncio.sleep(wait_s)
-
-    async def _attempt(self, url: str, deadline: PageDeadline) -> PageContent:
-        """One try in a page slot; the scheduler applies this request's share and the host's
-        limit, and hands a slot to no page that would only wait in it for its host."""
-        ticket = PageTicket(request=self.run_id, priority=self._priority, host=host_key(url))
-        return await self._deps.scheduler.run(
-            lambda: self._render(url, deadline.attempt_s()), ticket
-        )
-
-    async def _render(self, url: str, timeout_s: float) -> PageContent:
-        """The page by the request's `render` path (the browser, HTTP, or HTTP first)."""
-        self._deps.metrics.pages_in_flight.inc()
-        try:
-            return await self._deps.renderer.render(
-                url,
-                self._request.options,
-                host=host_key(url),
-                timeout_s=timeout_s,
-                max_bytes=int(self._deps.settings.max_result_bytes),
-                follow=self._follow,
-                browser=lambda browser_s: self._browser(url, browser_s),
-            )
-        finally:
-            self._deps.metrics.pages_in_flight.dec()
-
-    async def _browser(self, url: str, timeout_s: float) -> PageContent:
-        for _attempt in range(BROWSER_ATTEMPTS):
-            try:
-                self._mark("slot_granted")
-                context = await self._open_context()
-                self._mark("context_ready")
-                return await fetch_page(
-                    context,
-                    url,
-                    self._request.options,
-                    timeout_s=timeout_s,
-                    max_result_bytes=int(self._deps.settings.max_result_bytes),
-                    refusals=self._deps.refusals,
-                    follow=self._follow,
-                    settle=SettleLimits.from_settings(self._deps.settings),
-                )
-            except BrowserUnavailableError as exc:
-                log.warning("page.browser_lost", url=url, error=str(exc))
-                self._deps.metrics.page_retries.labels("browser").inc()
-                last = exc
-        return failed(ErrorCode.BROWSER_CRASH, str(last))
-
-    async def _open_context(self) -> RequestContext:
-        async with self._context_lock:
-            if self._context is None or not self._context.browser_alive:
-                await self._close_context()
-                self._context = await self._deps.pool.open_context(self._request.options)
-            return self._context
-
-    async def _close_context(self) -> None:
-        context, self._context = self._context, None
-        if context is not None:
-            await context.close()
-
-    def _result(self, url: str, content: PageContent, started: float) -> PageResult:
+    def _failed_result(self, page: Admitted, code: ErrorCode, message: str) -> PageResult:
         request = self._request
-        depth, parent_url = self._placement(url)
         return PageResult(
             request_id=request.request_id,
-            result_id=result_id_for(request.request_id, url),
+            result_id=result_id_for(request.request_id, page.url),
             run_id=self.run_id,
-            url=url,
-            **content.result_fields(),
-            elapsed_ms=int((time.monotonic() - started) * 1000),
+            url=page.url,
+            **failed(code, message).result_fields(),
+            elapsed_ms=0,
             fetched_at=utc_now(),
             worker=self._deps.settings.worker_name,
             request_metadata=request.metadata,
             source=self._outputs.source,
-            depth=depth,
-            parent_url=parent_url,
+            depth=page.depth,
+            parent_url=page.parent_url,
         )

@@ -1,0 +1,226 @@
+"""The fetcher's side of a page: one page record of the pages topic to its result.
+
+Per record: the task is read (one that is not a task goes to the dead letters), a record
+delivered too often to fetchers that died rendering it is answered with a `poison` result,
+a page of a cancelled run or past its run's deadline gets that result at once, and any
+other is rendered (`pages.py`). Its `PageResult` is published and acknowledged, then its
+`page` frontier record (outcome and, for a deep crawl, links); only then does the record's
+offset finish, so a fetcher that dies anywhere before leaves the page to the next owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+from pydantic import ValidationError
+
+from service.contracts import (
+    ErrorCode,
+    FrontierRecord,
+    PageTask,
+    RecordSource,
+    dump,
+    utc_now,
+)
+from service.crawling.fetch import failed
+from service.errors import RejectedMessageError
+from service.frontier.plan import MAX_LINKS_SCANNED
+from service.logs import get_logger
+from service.messaging.dead_letter import send_dead_letter
+from service.messaging.offsets import Verdict
+from service.messaging.outbox import Outbox
+from service.worker.outputs import JSON_HEADERS
+from service.worker.pages import HostPacer, PageStage, RunContexts
+from service.worker.stop import Stop
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from aiokafka import ConsumerRecord
+
+    from service.contracts import PageResult
+    from service.control import ActiveRuns, Cancel
+    from service.crawling.fetch import PageContent
+    from service.messaging.offsets import Delivery
+    from service.worker.deps import FetcherDeps
+
+log = get_logger(__name__)
+
+
+class _PageStop:
+    """A page rendering here that a cancel or its run's deadline stops."""
+
+    def __init__(self) -> None:
+        self.stop: Stop | None = None
+        self.task: asyncio.Task[PageContent] | None = None
+
+    def cancel(self, cancel: Cancel) -> None:
+        self.halt(Stop.cancelled(cancel))
+
+    def halt(self, stop: Stop) -> None:
+        if self.stop is None:
+            self.stop = stop
+            if self.task is not None:
+                self.task.cancel()
+
+
+class Fetcher:
+    """Handles the page records of the partitions this worker owns in the fetcher group."""
+
+    def __init__(
+        self,
+        deps: FetcherDeps,
+        active: ActiveRuns,
+        charge: Callable[[ConsumerRecord[bytes, bytes]], None],
+    ) -> None:
+        self._deps = deps
+        self._active = active
+        self._charge = charge
+        self.contexts = RunContexts(deps.pool)
+        self._stage = PageStage(deps, self.contexts, HostPacer())
+
+    async def handle(
+        self, record: ConsumerRecord[bytes, bytes], delivery: Delivery, owned: asyncio.Event
+    ) -> None:
+        """Take one page record to its end: an answered page or a dead letter."""
+        scheduler = self._deps.scheduler
+        scheduler.accept(1)  # before any await: the next poll sees this page
+        try:
+            await self._handle(record, delivery, owned)
+        except Exception as exc:  # the record's error boundary
+            log.exception("page.crashed", error=repr(exc))
+            error = RejectedMessageError("internal", f"{type(exc).__name__}: {exc}", None)
+            await send_dead_letter(self._deps.publisher, self._deps.settings, record, error, owned)
+            self._deps.metrics.dead_letters.labels("internal").inc()
+        finally:
+            scheduler.finished(1)
+
+    async def _handle(
+        self, record: ConsumerRecord[bytes, bytes], delivery: Delivery, owned: asyncio.Event
+    ) -> None:
+        try:
+            task = PageTask.model_validate_json(record.value or b"")
+        except ValidationError as exc:
+            error = RejectedMessageError("invalid_request", f"not a page task: {exc}"[:2000], None)
+            log.warning("page.unreadable", error=error.message[:200])
+            await send_dead_letter(self._deps.publisher, self._deps.settings, record, error, owned)
+            self._deps.metrics.dead_letters.labels(error.code).inc()
+            return
+        with structlog.contextvars.bound_contextvars(
+            request_id=task.request_id, run_id=task.run_id, url=task.url
+        ):
+            started = time.monotonic()
+            if delivery.verdict is Verdict.POISON:
+                message = (
+                    f"page delivered {delivery.count} times; each earlier delivery ended with "
+                    f"its fetcher dying while rendering it "
+                    f"(CRAWL_MAX_DELIVERIES={self._deps.settings.max_deliveries})"
+                )
+                log.error("page.poison", deliveries=delivery.count)
+                content = failed(ErrorCode.POISON, message)
+            else:
+                content = await self._content(task, record)
+            result = self._stage.result(task, content, started)
+            self._deps.metrics.page_seconds.observe(time.monotonic() - started)
+            await self._publish(task, result, content, owned)
+
+    async def _content(self, task: PageTask, record: ConsumerRecord[bytes, bytes]) -> PageContent:
+        """The page's content, or the result of what stopped it (cancel, deadline)."""
+        stop = _PageStop()
+        cancel = await self._deps.control.cancel_for(task.request_id)
+        if cancel is not None:
+            stop.cancel(cancel)
+        left_s = _seconds_left(task)
+        if left_s is not None and left_s <= 0:
+            stop.halt(self._deadline_stop(task))
+        if stop.stop is not None:
+            return failed(stop.stop.code, stop.stop.detail)
+        charged = False
+
+        def charge() -> None:
+            nonlocal charged
+            if not charged:
+                charged = True
+                self._charge(record)
+
+        timer: asyncio.TimerHandle | None = None
+        if left_s is not None:
+            timer = asyncio.get_running_loop().call_later(
+                left_s, stop.halt, self._deadline_stop(task)
+            )
+        stop.task = asyncio.ensure_future(self._stage.content(task, charge=charge))
+        try:
+            with self._active.running(task.request_id, stop):
+                return await stop.task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if stop.stop is None or (current is not None and current.cancelling()):
+                raise
+            return failed(stop.stop.code, stop.stop.detail)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if not stop.task.done():
+                stop.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await stop.task
+
+    def _deadline_stop(self, task: PageTask) -> Stop:
+        """The same stop as the coordinator's: the request's budget, clamped."""
+        budget_ms = task.options.deadline_ms or 0
+        ceiling_s = self._deps.settings.max_request_deadline.total_seconds()
+        return Stop.deadline(min(budget_ms / 1000, ceiling_s))
+
+    async def _publish(
+        self, task: PageTask, result: PageResult, content: PageContent, owned: asyncio.Event
+    ) -> None:
+        """The result, acknowledged; then the page record its coordinator counts."""
+        settings = self._deps.settings
+        outbox = Outbox(
+            self._deps.publisher, on_resend=self._deps.metrics.publish_retries.inc, owned=owned
+        )
+        await outbox.put(
+            settings.results_topic,
+            task.request_id,
+            dump(result),
+            JSON_HEADERS,
+            chunk_id=f"{result.result_id}:{result.run_id}",
+        )
+        await outbox.flush()
+        code = result.error.code if result.error else None
+        cancelled = code is ErrorCode.CANCELLED
+        outcome = "succeeded" if result.ok else ("cancelled" if cancelled else "failed")
+        self._deps.metrics.pages.labels("ok" if result.ok else str(code or "failed")).inc()
+        outlinks = content.outlinks if result.ok and task.follow is not None else None
+        record = FrontierRecord(
+            request_id=task.request_id,
+            source=RecordSource.model_validate(task.source.model_dump()),
+            kind="page",
+            url=task.url,
+            outcome=outcome,
+            links=tuple(outlinks.links[:MAX_LINKS_SCANNED]) if outlinks else (),
+            canonical=outlinks.canonical if outlinks else None,
+            run_id=task.run_id,
+            error_code=code.value if code else None,
+        )
+        await outbox.put(
+            settings.frontier_topic,
+            task.request_id,
+            dump(record),
+            JSON_HEADERS,
+            chunk_id=f"page:{result.result_id}:{task.run_id}",
+        )
+        await outbox.flush()
+        log.debug("page.answered", ok=result.ok, status=result.status_code)
+
+
+def _seconds_left(task: PageTask) -> float | None:
+    if task.deadline_at is None:
+        return None
+    return (task.deadline_at - utc_now()).total_seconds()
+
+

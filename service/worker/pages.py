@@ -1,0 +1,269 @@
+"""One page at its fetcher: policy -> robots -> pacing -> retries -> a slot -> a render.
+
+The fetcher owns the page's host (the pages topic is keyed by it), so what is kept per host
+here holds for the whole group: the per-host limit (the scheduler), `delay_ms` pacing,
+robots.txt, Retry-After backoff and the `auto` learner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Final
+
+import structlog
+
+from service.contracts import ErrorCode, PageResult, result_id_for, utc_now
+from service.crawling import SettleLimits
+from service.crawling.extraction import FollowRules
+from service.crawling.fetch import failed, fetch_page
+from service.crawling.robots import USER_AGENT
+from service.crawling.url_policy import BlockedUrlError, UnresolvableHostError
+from service.errors import BrowserUnavailableError
+from service.logs import get_logger
+from service.worker.hosts import host_key
+from service.worker.retry import PageDeadline, RetryPolicy, retry_reason
+from service.worker.scheduler import PageTicket
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from service.contracts import CrawlOptions, PageTask
+    from service.crawling.browser import BrowserPool, RequestContext
+    from service.crawling.fetch import PageContent
+    from service.worker.deps import FetcherDeps
+
+log = get_logger(__name__)
+
+BROWSER_ATTEMPTS: Final = 3
+"""Tries per page when the browser dies under it; then the page fails `browser_crash`."""
+
+CONTEXT_LINGER_S: Final = 5.0
+"""How long a run's browser context stays open here after its last page ended: the
+coordinator's next page of the run usually follows within milliseconds."""
+
+
+class HostPacer:
+    """Spaces the starts of one run's pages of a host by its `delay_ms`."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._clock = clock
+        self._sleep = sleep
+        self._next: dict[tuple[str, str], float] = {}
+
+    async def turn(self, run_id: str, host: str, delay_s: float) -> None:
+        """Return when a page of `host` may start: `delay_s` after the previous one's turn."""
+        if delay_s <= 0:
+            return
+        now = self._clock()
+        self._next = {key: at for key, at in self._next.items() if at > now - delay_s}
+        start = max(now, self._next.get((run_id, host), now))
+        self._next[(run_id, host)] = start + delay_s
+        if start > now:
+            await self._sleep(start - now)
+
+
+class _Held:
+    __slots__ = ("closer", "context", "lock", "users")
+
+    def __init__(self) -> None:
+        self.context: RequestContext | None = None
+        self.lock = asyncio.Lock()
+        self.users = 0
+        self.closer: asyncio.TimerHandle | None = None
+
+
+class RunContexts:
+    """One browser context per run on this fetcher, shared by the run's pages here, and
+    handed back (wiped, or closed) `CONTEXT_LINGER_S` after its last page."""
+
+    def __init__(self, pool: BrowserPool, linger_s: float = CONTEXT_LINGER_S) -> None:
+        self._pool = pool
+        self._linger_s = linger_s
+        self._held: dict[str, _Held] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def hold(self, run_id: str) -> None:
+        held = self._held.setdefault(run_id, _Held())
+        held.users += 1
+        if held.closer is not None:
+            held.closer.cancel()
+            held.closer = None
+
+    def release(self, run_id: str) -> None:
+        held = self._held.get(run_id)
+        if held is None:
+            return
+        held.users -= 1
+        if held.users <= 0:
+            loop = asyncio.get_running_loop()
+            held.closer = loop.call_later(self._linger_s, self._close_later, run_id)
+
+    async def open(self, run_id: str, options: CrawlOptions) -> RequestContext:
+        held = self._held.setdefault(run_id, _Held())
+        async with held.lock:
+            if held.context is None or not held.context.browser_alive:
+                old, held.context = held.context, None
+                if old is not None:
+                    await old.close()
+                held.context = await self._pool.open_context(options)
+            return held.context
+
+    def _close_later(self, run_id: str) -> None:
+        held = self._held.get(run_id)
+        if held is None or held.users > 0:
+            return
+        del self._held[run_id]
+        if held.context is not None:
+            task = asyncio.create_task(held.context.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    async def close_all(self) -> None:
+        held, self._held = list(self._held.values()), {}
+        for entry in held:
+            if entry.closer is not None:
+                entry.closer.cancel()
+            if entry.context is not None:
+                await entry.context.close()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+
+
+class PageStage:
+    """Takes a page task to its content; the caller publishes it."""
+
+    def __init__(self, deps: FetcherDeps, contexts: RunContexts, pacer: HostPacer) -> None:
+        self._deps = deps
+        self._contexts = contexts
+        self._pacer = pacer
+        self._retry = RetryPolicy.from_settings(deps.settings)
+        self._settle = SettleLimits.from_settings(deps.settings)
+
+    async def content(self, task: PageTask, *, charge: Callable[[], None]) -> PageContent:
+        structlog.contextvars.bind_contextvars(url=task.url, run_id=task.run_id)
+        content = await self._check_policy(task.url) or await self._check_robots(task)
+        if content is not None:
+            return content
+        self._contexts.hold(task.run_id)
+        try:
+            return await self._fetch_with_retries(task, charge)
+        finally:
+            self._contexts.release(task.run_id)
+
+    def result(self, task: PageTask, content: PageContent, started: float) -> PageResult:
+        return PageResult(
+            request_id=task.request_id,
+            result_id=result_id_for(task.request_id, task.url),
+            run_id=task.run_id,
+            url=task.url,
+            **content.result_fields(),
+            elapsed_ms=int((time.monotonic() - started) * 1000),
+            fetched_at=utc_now(),
+            worker=self._deps.settings.worker_name,
+            request_metadata=task.request_metadata,
+            source=task.source,
+            depth=task.depth,
+            parent_url=task.parent_url,
+        )
+
+    async def _check_policy(self, url: str) -> PageContent | None:
+        try:
+            await self._deps.policy.check_target(url)
+        except BlockedUrlError as exc:
+            return failed(ErrorCode.BLOCKED, str(exc))
+        except UnresolvableHostError as exc:
+            return failed(ErrorCode.DNS, str(exc))
+        except ValueError as exc:
+            return failed(ErrorCode.INVALID_URL, str(exc))
+        return None
+
+    async def _check_robots(self, task: PageTask) -> PageContent | None:
+        if not task.options.respect_robots or await self._deps.robots.allowed(task.url):
+            return None
+        return failed(ErrorCode.ROBOTS, f"robots.txt disallows {task.url} for {USER_AGENT}")
+
+    async def _fetch_with_retries(self, task: PageTask, charge: Callable[[], None]) -> PageContent:
+        """Try the page until it succeeds, fails for good, or its retries or time run out;
+        the wait between tries happens outside every slot."""
+        timeout_s = min(
+            task.options.timeout_ms / 1000, self._deps.settings.max_page_timeout.total_seconds()
+        )
+        deadline = PageDeadline(timeout_s)
+        attempt = 0
+        while True:
+            content = await self._attempt(task, deadline, charge)
+            reason = retry_reason(content)
+            if reason is None:
+                return content
+            wait_s = self._retry.delay_s(
+                attempt, retry_after_s=content.retry_after_s, remaining_s=deadline.remaining_s()
+            )
+            if wait_s is None:
+                return content
+            attempt += 1
+            self._deps.metrics.page_retries.labels(reason).inc()
+            log.info("page.retrying", url=task.url, reason=reason, attempt=attempt, wait_s=wait_s)
+            await asyncio.sleep(wait_s)
+
+    async def _attempt(
+        self, task: PageTask, deadline: PageDeadline, charge: Callable[[], None]
+    ) -> PageContent:
+        """One try, once the run's pacing for the host allows (waiting for it is not in
+        the backlog that pauses intake), in a page slot (the scheduler applies the run's
+        share and the host's limit)."""
+        host = host_key(task.url)
+        scheduler = self._deps.scheduler
+        if task.delay_ms > 0:
+            with scheduler.pacing():
+                await self._pacer.turn(task.run_id, host, task.delay_ms / 1000)
+        ticket = PageTicket(request=task.run_id, priority=task.priority, host=host)
+
+        async def render() -> PageContent:
+            charge()  # a page that kills its worker is counted from here
+            return await self._render(task, host, deadline.attempt_s())
+
+        return await scheduler.run(render, ticket)
+
+    async def _render(self, task: PageTask, host: str, timeout_s: float) -> PageContent:
+        self._deps.metrics.pages_in_flight.inc()
+        follow = None if task.follow is None else FollowRules(task.follow.respect_nofollow)
+        try:
+            return await self._deps.renderer.render(
+                task.url,
+                task.options,
+                host=host,
+                timeout_s=timeout_s,
+                max_bytes=int(self._deps.settings.max_result_bytes),
+                follow=follow,
+                browser=lambda browser_s: self._browser(task, browser_s, follow),
+            )
+        finally:
+            self._deps.metrics.pages_in_flight.dec()
+
+    async def _browser(
+        self, task: PageTask, timeout_s: float, follow: FollowRules | None
+    ) -> PageContent:
+        last: BrowserUnavailableError | None = None
+        for _attempt in range(BROWSER_ATTEMPTS):
+            try:
+                context = await self._contexts.open(task.run_id, task.options)
+                return await fetch_page(
+                    context,
+                    task.url,
+                    task.options,
+                    timeout_s=timeout_s,
+                    max_result_bytes=int(self._deps.settings.max_result_bytes),
+                    refusals=self._deps.refusals,
+                    follow=follow,
+                    settle=self._settle,
+                )
+            except BrowserUnavailableError as exc:
+                log.warning("page.browser_lost", url=task.url, error=str(exc))
+                self._deps.metrics.page_retries.labels("browser").inc()
+                last = exc
+        return failed(ErrorCode.BROWSER_CRASH, str(last))
