@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from publicsuffixlist import PublicSuffixList
 
-from service.crawling._hosts import LOCALHOST
+from service.net.hosts import LOCALHOST
 
 
 def host_of(url: str) -> str:
