@@ -2,14 +2,21 @@
 
 A browser turns `http://0x7f.1/`, `http://2130706433/` and `http://%31%32%37.0.0.1/` into
 127.0.0.1 without asking DNS; the policy must see the same address the browser will use.
+
+Also the one host identity of a URL the rest of the service counts by: `host_key` (the page
+scheduler's per-host limit, a deep crawl's pacing and `host` scope) and `site_of`, the
+registrable domain (a deep crawl's `domain` scope).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from ipaddress import IPv4Address, IPv6Address
+from functools import cache
+from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import TYPE_CHECKING, Final
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
+
+from publicsuffixlist import PublicSuffixList
 
 if TYPE_CHECKING:
     from service.net.ip_ranges import IPAddress
@@ -136,3 +143,32 @@ def _ipv4_number(part: str) -> int | None:
     if any(char not in _DIGITS[radix] for char in part):
         return None
     return int(part.lstrip("0") or "0", radix)
+
+
+def host_key(url: str) -> str:
+    """The host a URL counts as: its lower-case host name, without port or brackets (IPv6)."""
+    return (urlsplit(url).hostname or "").lower()
+
+
+def site_of(url: str) -> str:
+    """The registrable domain of the URL's host by the Public Suffix List (`a.b.example.co.uk`
+    -> `example.co.uk`, `me.github.io` stays itself); the host itself for IP addresses,
+    `localhost` and its subdomains, and hosts that are a public suffix."""
+    host = host_key(url)
+    if _is_ip_address(host) or host == LOCALHOST or host.endswith("." + LOCALHOST):
+        return host
+    return _public_suffix_list().privatesuffix(host) or host
+
+
+@cache
+def _public_suffix_list() -> PublicSuffixList:
+    """The list shipped with the `publicsuffixlist` package (ICANN and private sections)."""
+    return PublicSuffixList()
+
+
+def _is_ip_address(host: str) -> bool:
+    try:
+        ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -20,7 +20,7 @@ from service.frontier.log import read_job
 from service.frontier.plan import CrawlPlan, Expansion, SitemapPages
 from service.frontier.sitemap import sitemap_urls
 from service.logs import get_logger
-from service.worker.hosts import host_key
+from service.net.hosts import host_key
 from service.worker.run import RequestRun
 
 if TYPE_CHECKING:

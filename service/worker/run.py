@@ -17,8 +17,8 @@ from service.errors import BrowserUnavailableError
 from service.http.robots import USER_AGENT
 from service.logs import get_logger
 from service.messaging.failures import root_cause
+from service.net.hosts import host_key
 from service.net.policy import BlockedUrlError, UnresolvableHostError
-from service.worker.hosts import host_key
 from service.worker.outputs import RunOutputs
 from service.worker.retry import PageDeadline, RetryPolicy, retry_reason
 from service.worker.scheduler import PageTicket
