@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
@@ -81,7 +81,12 @@ class ConsumerSpec:
     """Called with the whole assignment after each rebalance, before any record of it runs."""
 
     @classmethod
-    def requests(cls, settings: Settings, metrics: Metrics, **hooks: Any) -> ConsumerSpec:
+    def requests(
+        cls,
+        settings: Settings,
+        metrics: Metrics,
+        on_assigned: Callable[[set[TopicPartition]], Awaitable[None]] | None = None,
+    ) -> ConsumerSpec:
         return cls(
             topic=settings.requests_topic,
             group_id=settings.group_id,
@@ -93,7 +98,7 @@ class ConsumerSpec:
             pauses=metrics.pauses,
             rebalances=metrics.rebalances,
             skipped=metrics.records_skipped,
-            **hooks,
+            on_assigned=on_assigned,
         )
 
     @classmethod
@@ -134,6 +139,9 @@ class RecordConsumer:
         self._tracker = OffsetTracker(settings.max_deliveries)
         self._commit_soon = False
         """A delivery was charged: commit at the next turn of the loop."""
+        self._events = {
+            kind: f"{self._spec.name}.{kind}" for kind in ("skipped", "refetched", "dropped")
+        }
         self._tasks: dict[TopicPartition, set[asyncio.Task[None]]] = {}
         self._owned: dict[TopicPartition, asyncio.Event] = {}
         """Set while this worker owns the partition: runs publish only then."""
@@ -227,12 +235,13 @@ class RecordConsumer:
                 delivery = self._tracker.delivered(
                     tp, record.offset, charge=self._spec.charge_on_delivery
                 )
-                name = self._spec.name
                 if delivery.verdict is Verdict.SKIP:
                     self._spec.skipped.inc()
-                    log.info(f"{name}.skipped", partition=tp.partition, offset=record.offset)
+                    log.info(self._events["skipped"], partition=tp.partition, offset=record.offset)
                 elif delivery.verdict is Verdict.RUNNING:
-                    log.info(f"{name}.refetched", partition=tp.partition, offset=record.offset)
+                    log.info(
+                        self._events["refetched"], partition=tp.partition, offset=record.offset
+                    )
                 else:
                     started.append((tp, record, delivery))
         if started:
@@ -253,9 +262,7 @@ class RecordConsumer:
             ):
                 await self._handler(record, delivery, self._ownership(tp))
         except Exception:  # last resort: the handler ends every record itself, even on error
-            log.exception(
-                f"{self._spec.name}.dropped", partition=tp.partition, offset=record.offset
-            )
+            log.exception(self._events["dropped"], partition=tp.partition, offset=record.offset)
             if self._spec.name == "request":
                 self._metrics.requests.labels("dropped").inc()
         finally:

@@ -4,33 +4,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import signal
 import uuid
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import structlog
 
 from service.backpressure import Governor, MemorySampler
 from service.backpressure.gate import MemoryGate
+from service.browser.pool import BrowserPool
 from service.contracts import ErrorCode, EventType, RecordSource
 from service.control import ActiveRuns, CancelRegistry, ControlReader
-from service.crawling.browser import BrowserPool
-from service.crawling.egress_proxy import EgressProxy
-from service.crawling.refusals import RefusedTargets
-from service.crawling.robots import HttpRobotsSource, RobotsCache
-from service.crawling.url_policy import UrlPolicy
+from service.egress.proxy import EgressProxy
+from service.egress.refusals import RefusedTargets
 from service.errors import RejectedMessageError
-from service.health import HealthServer
-from service.logs import get_logger
 from service.frontier.tail import FrontierTail
+from service.health import HealthServer
+from service.http import StaticFetcher
+from service.http.robots import HttpRobotsSource, RobotsCache
+from service.logs import get_logger
 from service.messaging.consumer import ConsumerSpec, RecordConsumer
 from service.messaging.dead_letter import send_dead_letter
 from service.messaging.failures import PublishError, root_cause
 from service.messaging.offsets import Verdict
 from service.messaging.publisher import Publisher
 from service.messaging.topics import check_copartitioned, ensure_topics, ready_partitions
-from service.rendering import HostRenderMemory, PageRenderer, StaticFetcher
+from service.net.policy import UrlPolicy
+from service.paths import HostRenderMemory, PageRenderer
 from service.worker.deps import CoordinatorDeps, FetcherDeps
 from service.worker.fetcher import Fetcher
 from service.worker.intake import parse_request
@@ -42,10 +42,10 @@ if TYPE_CHECKING:
     from aiokafka import ConsumerRecord
 
     from service.control import Cancel
-    from service.worker.pages import RunContexts
     from service.messaging.offsets import Delivery
     from service.metrics import Metrics
     from service.settings import Settings
+    from service.worker.pages import RunContexts
 
 log = get_logger(__name__)
 
@@ -112,9 +112,9 @@ class Worker:
                     sitemaps=robots_source,
                 )
                 spec = ConsumerSpec.requests(
-                    settings, self._metrics, on_assigned=lambda tps: tail.follow(
-                        {tp.partition for tp in tps}
-                    )
+                    settings,
+                    self._metrics,
+                    on_assigned=lambda tps: tail.follow({tp.partition for tp in tps}),
                 )
                 requests = RecordConsumer(settings, self._handle, self._metrics, spec=spec)
                 self._metrics.requests_pending.set_function(lambda: requests.in_flight)
@@ -186,7 +186,7 @@ class Worker:
             renderer=renderer,
         )
         consumers: list[RecordConsumer] = []
-        fetcher = Fetcher(self._fetcher, self._active, charge=lambda r: consumers[0].charge(r))
+        fetcher = Fetcher(self._fetcher, self._active, charge=lambda r: consumers[0].charge(r))  # noqa: PLW0108
         self._fetcher_contexts = fetcher.contexts
         consumer = RecordConsumer(
             settings,
@@ -198,6 +198,7 @@ class Worker:
         )
         consumers.append(consumer)
         return consumer
+
     async def _memory_gate(self, stack: contextlib.AsyncExitStack) -> MemoryGate:
         """The sampler feeds the gate, which applies the governor's decisions."""
         settings = self._settings

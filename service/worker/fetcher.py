@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import structlog
 from pydantic import ValidationError
 
+from service.content.page import failed
 from service.contracts import (
     ErrorCode,
     FrontierRecord,
@@ -26,7 +27,6 @@ from service.contracts import (
     dump,
     utc_now,
 )
-from service.crawling.fetch import failed
 from service.errors import RejectedMessageError
 from service.frontier.plan import MAX_LINKS_SCANNED
 from service.logs import get_logger
@@ -42,9 +42,9 @@ if TYPE_CHECKING:
 
     from aiokafka import ConsumerRecord
 
+    from service.content.page import PageContent
     from service.contracts import PageResult
     from service.control import ActiveRuns, Cancel
-    from service.crawling.fetch import PageContent
     from service.messaging.offsets import Delivery
     from service.worker.deps import FetcherDeps
 
@@ -139,20 +139,14 @@ class Fetcher:
             stop.halt(self._deadline_stop(task))
         if stop.stop is not None:
             return failed(stop.stop.code, stop.stop.detail)
-        charged = False
-
-        def charge() -> None:
-            nonlocal charged
-            if not charged:
-                charged = True
-                self._charge(record)
-
         timer: asyncio.TimerHandle | None = None
         if left_s is not None:
             timer = asyncio.get_running_loop().call_later(
                 left_s, stop.halt, self._deadline_stop(task)
             )
-        stop.task = asyncio.ensure_future(self._stage.content(task, charge=charge))
+        stop.task = asyncio.ensure_future(
+            self._stage.content(task, charge=_once(lambda: self._charge(record)))
+        )
         try:
             with self._active.running(task.request_id, stop):
                 return await stop.task
@@ -164,10 +158,7 @@ class Fetcher:
         finally:
             if timer is not None:
                 timer.cancel()
-            if not stop.task.done():
-                stop.task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await stop.task
+            await _cancelled(stop.task)
 
     def _deadline_stop(self, task: PageTask) -> Stop:
         """The same stop as the coordinator's: the request's budget, clamped."""
@@ -224,3 +215,21 @@ def _seconds_left(task: PageTask) -> float | None:
     return (task.deadline_at - utc_now()).total_seconds()
 
 
+def _once(action: Callable[[], None]) -> Callable[[], None]:
+    """`action`, run on the first call only (a page is charged once, not per retry)."""
+    done = False
+
+    def run() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            action()
+
+    return run
+
+
+async def _cancelled(task: asyncio.Task[PageContent]) -> None:
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

@@ -12,8 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
-from service.frontier._sites import site_of
-from service.worker.hosts import host_key
+from service.net.hosts import host_key, site_of
 
 if TYPE_CHECKING:
     from service.contracts import CrawlOptions

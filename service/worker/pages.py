@@ -13,24 +13,25 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
+from service.browser import SettleLimits
+from service.browser.render import fetch_page
+from service.content.extract import FollowRules
+from service.content.page import failed
 from service.contracts import ErrorCode, PageResult, result_id_for, utc_now
-from service.crawling import SettleLimits
-from service.crawling.extraction import FollowRules
-from service.crawling.fetch import failed, fetch_page
-from service.crawling.robots import USER_AGENT
-from service.crawling.url_policy import BlockedUrlError, UnresolvableHostError
 from service.errors import BrowserUnavailableError
+from service.http.robots import USER_AGENT
 from service.logs import get_logger
-from service.worker.hosts import host_key
+from service.net.hosts import host_key
+from service.net.policy import BlockedUrlError, UnresolvableHostError
 from service.worker.retry import PageDeadline, RetryPolicy, retry_reason
 from service.worker.scheduler import PageTicket
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from service.browser.pool import BrowserPool, RequestContext
+    from service.content.page import PageContent
     from service.contracts import CrawlOptions, PageTask
-    from service.crawling.browser import BrowserPool, RequestContext
-    from service.crawling.fetch import PageContent
     from service.worker.deps import FetcherDeps
 
 log = get_logger(__name__)
@@ -231,7 +232,11 @@ class PageStage:
 
     async def _render(self, task: PageTask, host: str, timeout_s: float) -> PageContent:
         self._deps.metrics.pages_in_flight.inc()
-        follow = None if task.follow is None else FollowRules(task.follow.respect_nofollow)
+        follow = (
+            None
+            if task.follow is None
+            else FollowRules(respect_nofollow=task.follow.respect_nofollow)
+        )
         try:
             return await self._deps.renderer.render(
                 task.url,

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from service.content.page import failed
 from service.contracts import (
     ErrorCode,
     EventType,
@@ -34,7 +35,6 @@ from service.contracts import (
     result_id_for,
     utc_now,
 )
-from service.crawling.fetch import failed
 from service.frontier.log import read_job
 from service.frontier.plan import Expansion, SitemapPages
 from service.frontier.sitemap import sitemap_urls
@@ -226,31 +226,10 @@ class Run:
             since_ms=self._since_ms,
             until=position,
         )
-        sitemap: SitemapPages | None = None
-        finished: dict[str, FrontierRecord] = {}
-        dispatched: set[str] = set()
-        for record in records:
-            if record.kind == "sitemap":
-                sitemap = SitemapPages(record.links, record.left_out)
-            elif record.kind == "dispatched":
-                dispatched.update(record.links)
-            elif record.url is not None:
-                finished.setdefault(record.url, record)
+        sitemap, finished, dispatched = _logged(records)
         if sitemap is not None:
             self._plan.sitemap(sitemap)
-        # Fold finished pages in admission order; admitting may reveal more finished ones.
-        index = 0
-        while index < len(self._plan.admitted):
-            page = self._plan.admitted[index]
-            index += 1
-            record = finished.pop(page.url, None)
-            if record is not None:
-                self._done.add(page.url)
-                self._outputs.count(record.outcome or "failed")
-                self._plan.finished(record)
-            elif page.url in dispatched:
-                self._dispatched[page.url] = self._key(page.url)
-                self._per_key[self._dispatched[page.url]] += 1
+        self._resume(finished, dispatched)
         self._deps.metrics.runs_waiting.inc(len(self._dispatched))
         self._outputs.total = len(self._plan.admitted)
         self._outputs.discovered = self._plan.discovered
@@ -262,6 +241,22 @@ class Run:
                 sitemap=sitemap is not None,
             )
         return sitemap
+
+    def _resume(self, finished: dict[str, FrontierRecord], dispatched: set[str]) -> None:
+        """Fold finished pages in admission order (admitting may reveal more finished ones);
+        pages dispatched and unanswered are waited for."""
+        index = 0
+        while index < len(self._plan.admitted):
+            page = self._plan.admitted[index]
+            index += 1
+            record = finished.pop(page.url, None)
+            if record is not None:
+                self._done.add(page.url)
+                self._outputs.count(record.outcome or "failed")
+                self._plan.finished(record)
+            elif page.url in dispatched:
+                key = self._dispatched[page.url] = self._key(page.url)
+                self._per_key[key] += 1
 
     def _key(self, url: str) -> str:
         return page_key(url, self._request.options, self._deps.settings)
@@ -344,7 +339,8 @@ class Run:
         if logged is not None:
             return logged
         plan = self._plan
-        assert isinstance(plan, DeepPlan)
+        if not isinstance(plan, DeepPlan):
+            raise TypeError("only a deep crawl reads a sitemap")
         urls = await sitemap_urls(self._deps.sitemaps, self._request.urls)
         pages = await asyncio.to_thread(plan.sitemap_pages, urls)
         if pages.left_out:
@@ -432,3 +428,20 @@ class Run:
             depth=page.depth,
             parent_url=page.parent_url,
         )
+
+
+def _logged(
+    records: list[FrontierRecord],
+) -> tuple[SitemapPages | None, dict[str, FrontierRecord], set[str]]:
+    """The sitemap, finished pages (first record of each) and dispatched pages of a log."""
+    sitemap: SitemapPages | None = None
+    finished: dict[str, FrontierRecord] = {}
+    dispatched: set[str] = set()
+    for record in records:
+        if record.kind == "sitemap":
+            sitemap = SitemapPages(record.links, record.left_out)
+        elif record.kind == "dispatched":
+            dispatched.update(record.links)
+        elif record.url is not None:
+            finished.setdefault(record.url, record)
+    return sitemap, finished, dispatched
