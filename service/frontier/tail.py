@@ -102,15 +102,24 @@ class FrontierTail:
         self._changed.set()
         await asyncio.wait_for(self._applied.wait(), self._timeout_s)
 
-    def subscribe(self, request_id: str, deliver: Callable[[FrontierRecord], None]) -> int:
+    async def subscribe(self, request_id: str, deliver: Callable[[FrontierRecord], None]) -> int:
         """Hand `deliver` every record of `request_id` from now on; returns the offset from
-        which they come (read what lies before it with `read_job(until=...)`)."""
+        which they come (read what lies before it with `read_job(until=...)`). A record of
+        a partition whose assignment is still being applied waits for it (aiokafka may hand
+        out records before the rebalance listener has returned)."""
         partition = self.partition_of(request_id)
-        position = self._positions.get(partition)
-        if position is None:
-            raise RuntimeError(f"frontier partition {partition} is not followed here")
+        if partition not in self._positions:
+            if partition not in self._wanted:
+                self._wanted.add(partition)
+                self._applied.clear()
+                self._changed.set()
+            async with asyncio.timeout(self._timeout_s):
+                while partition not in self._positions:
+                    self._applied.clear()
+                    self._changed.set()
+                    await self._applied.wait()
         self._subscribers.setdefault(request_id, []).append(deliver)
-        return position
+        return self._positions[partition]
 
     def unsubscribe(self, request_id: str, deliver: Callable[[FrontierRecord], None]) -> None:
         subscribers = self._subscribers.get(request_id, [])

@@ -132,7 +132,7 @@ class Run:
             return
         tail = self._deps.tail
         request_id = self._request.request_id
-        position = tail.subscribe(request_id, self._deliver)
+        position = await tail.subscribe(request_id, self._deliver)
         deadline: asyncio.TimerHandle | None = None
         try:
             cancel = await self._deps.control.cancel_for(request_id)

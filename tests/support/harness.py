@@ -90,6 +90,10 @@ class Topics:
     def frontier(self) -> str:
         return f"{self.prefix}.frontier"
 
+    @property
+    def pages(self) -> str:
+        return f"{self.prefix}.pages"
+
     def env(self, **overrides: str) -> dict[str, str]:
         base = {
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
@@ -99,7 +103,10 @@ class Topics:
             "CRAWL_DEAD_LETTER_TOPIC": self.dead_letter,
             "CRAWL_CONTROL_TOPIC": self.control,
             "CRAWL_FRONTIER_TOPIC": self.frontier,
+            "CRAWL_PAGES_TOPIC": self.pages,
             "CRAWL_GROUP_ID": f"{self.prefix}-group",
+            "CRAWL_FETCHER_GROUP_ID": f"{self.prefix}-fetchers",
+            "CRAWL_PAGE_PARTITIONS": "4",
             "CRAWL_REQUESTS_PARTITIONS": "4",
             "CRAWL_OUTPUT_PARTITIONS": "4",
             "CRAWL_METRICS_PORT": "0",
@@ -118,7 +125,10 @@ class Topics:
             "dead_letter_topic": self.dead_letter,
             "control_topic": self.control,
             "frontier_topic": self.frontier,
+            "pages_topic": self.pages,
             "group_id": env["CRAWL_GROUP_ID"],
+            "fetcher_group_id": env["CRAWL_FETCHER_GROUP_ID"],
+            "page_partitions": 4,
             "requests_partitions": 4,
             "output_partitions": 4,
             "metrics_port": 0,
@@ -289,18 +299,20 @@ async def wait_for_group(
     joins later triggers a rebalance that may come after the work is done."""
     admin = AIOKafkaAdminClient(bootstrap_servers=topics.bootstrap)
     await admin.start()
-    group = topics.env()["CRAWL_GROUP_ID"]
+    env = topics.env()
+    pending = [env["CRAWL_GROUP_ID"], env["CRAWL_FETCHER_GROUP_ID"]]
     try:
         async with asyncio.timeout(deadline_s):
-            while True:
+            while pending:
                 with contextlib.suppress(KafkaError):
-                    [response] = await admin.describe_consumer_groups([group])
+                    [response] = await admin.describe_consumer_groups([pending[0]])
                     # raw DescribeGroups: (error, group, state, protocol type, protocol,
                     # members: (id, client id, host, metadata, assignment))
                     [(_, _, state, _, _, found, *_)] = response.groups
                     assigned = [member for member in found if member[4]]
                     if state == "Stable" and len(assigned) == members == len(found):
-                        return
+                        pending.pop(0)
+                        continue
                 await asyncio.sleep(0.3)
     finally:
         await admin.close()
@@ -310,7 +322,15 @@ async def wait_for_leaders(topics: Topics, partitions: int = 4) -> None:
     """Wait until every partition of the test's topics has a leader: a reader that starts on
     a partition still being created gets NotLeaderForPartition and may miss its start."""
     client = AIOKafkaClient(bootstrap_servers=topics.bootstrap)
-    names = (topics.requests, topics.results, topics.progress, topics.dead_letter, topics.control)
+    names = (
+        topics.requests,
+        topics.results,
+        topics.progress,
+        topics.dead_letter,
+        topics.control,
+        topics.frontier,
+        topics.pages,
+    )
     try:
         await client.bootstrap()
         async with asyncio.timeout(LEADERS_DEADLINE_S):
