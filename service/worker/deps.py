@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from service.frontier.log import read_job
 
 if TYPE_CHECKING:
     from service.browser.pool import BrowserPool
+    from service.contracts import FrontierRecord, RecordSource
     from service.control import ControlReader
     from service.egress.refusals import RefusedTargets
     from service.frontier.sitemap import TextSource
@@ -18,6 +21,20 @@ if TYPE_CHECKING:
     from service.paths import PageRenderer
     from service.settings import Settings
     from service.worker.scheduler import PageScheduler
+
+
+class FrontierLog(Protocol):
+    """Reads a request's frontier records (`service.frontier.log.read_job`)."""
+
+    async def __call__(
+        self,
+        settings: Settings,
+        request_id: str,
+        source: RecordSource,
+        *,
+        since_ms: int,
+        until: int | None = None,
+    ) -> list[FrontierRecord]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +50,8 @@ class CoordinatorDeps:
     """The frontier records of the requests partitions owned here (page outcomes)."""
     sitemaps: TextSource
     """Fetches sitemaps (and robots.txt) through the egress proxy, for deep crawls."""
+    frontier_log: FrontierLog = field(default=read_job)
+    """Reads what earlier runs of a request logged (a redelivery, a deep crawl)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -35,7 +35,6 @@ from service.contracts import (
     result_id_for,
     utc_now,
 )
-from service.frontier.log import read_job
 from service.frontier.plan import Expansion, SitemapPages
 from service.frontier.sitemap import sitemap_urls
 from service.logs import get_logger
@@ -219,7 +218,7 @@ class Run:
         record was delivered before, or for a deep crawl, whose log a run rebuilds from)."""
         if not (self._earlier or isinstance(self._plan, DeepPlan)):
             return None
-        records = await read_job(
+        records = await self._deps.frontier_log(
             self._deps.settings,
             self._request.request_id,
             self._outputs.source,
