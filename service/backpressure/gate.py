@@ -11,7 +11,7 @@ own cgroup, an ancestor's, the configured one) as `memory.bound`.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from service.backpressure._thresholds import Level
 from service.logs import get_logger
@@ -21,11 +21,39 @@ if TYPE_CHECKING:
 
     from service.backpressure.governor import Governor
     from service.backpressure.snapshot import MemorySnapshot
-    from service.browser.pool import BrowserPool
     from service.metrics import Metrics
-    from service.worker.scheduler import PageScheduler
 
 log = get_logger(__name__)
+
+
+class Slots(Protocol):
+    """What the gate sees of the page slots (the worker's scheduler)."""
+
+    @property
+    def in_flight(self) -> int: ...
+    @property
+    def intake_backlog(self) -> int: ...
+    @property
+    def backlog(self) -> int: ...
+    @property
+    def paced(self) -> int: ...
+    @property
+    def startable(self) -> bool: ...
+    def shed(self, count: int) -> int: ...
+    def poke(self) -> None: ...
+
+
+class Browsers(Protocol):
+    """What the gate asks of the browser pool under memory pressure."""
+
+    keep_idle_pages: bool
+
+    @property
+    def generation(self) -> int: ...
+    @property
+    def pages_served(self) -> int: ...
+    def trim_idle(self) -> None: ...
+    def recycle(self, reason: str) -> None: ...
 
 
 class MemoryGate:
@@ -49,8 +77,8 @@ class MemoryGate:
         self._backlog_capacity = backlog_capacity
         self._clock = clock
         self._snapshot = first
-        self._scheduler: PageScheduler | None = None
-        self._pool: BrowserPool | None = None
+        self._scheduler: Slots | None = None
+        self._pool: Browsers | None = None
         self._browser_generation = 0
         self._browser_baseline = first.tree_pss_bytes
         self._paused = False
@@ -58,7 +86,8 @@ class MemoryGate:
         metrics.memory_limit.set(first.limit_bytes)
         metrics.memory_bound.labels(first.bound_by).set(1)
 
-    def attach(self, scheduler: PageScheduler, pool: BrowserPool) -> None:
+    def attach(self, scheduler: Slots, pool: Browsers) -> None:
+        """The slots and browsers it governs (they are built with the gate's `admit`)."""
         self._scheduler = scheduler
         self._pool = pool
 

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 
-async def run_worker(_: argparse.Namespace, settings: Settings) -> int:
+async def run_worker(args: argparse.Namespace, settings: Settings) -> int:
+    if args.role is not None:
+        settings = settings.model_copy(update={"role": args.role})
     await Worker(settings, Metrics()).run()
     return 0
 

@@ -88,7 +88,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_servers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    commands.add_parser("worker", help="consume crawl requests until SIGTERM")
+    worker = commands.add_parser("worker", help="consume crawl requests and pages until SIGTERM")
+    worker.add_argument(
+        "--role",
+        choices=("all", "coordinator", "fetcher"),
+        default=None,
+        help="coordinator (requests), fetcher (pages) or all; default CRAWL_ROLE (all)",
+    )
     gateway = commands.add_parser("gateway", help="serve Firecrawl's v2 HTTP API over the cluster")
     gateway.add_argument("--port", type=int, default=None, help="default CRAWL_GATEWAY_PORT")
     commands.add_parser("webhooks", help="deliver the webhooks of every job (a consumer group)")

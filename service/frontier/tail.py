@@ -121,6 +121,13 @@ class FrontierTail:
         self._subscribers.setdefault(request_id, []).append(deliver)
         return self._positions[partition]
 
+    def offer(self, record: FrontierRecord) -> None:
+        """A record this process wrote and the broker acknowledged (a page its own fetcher
+        finished): hand it to its runs now instead of after a round trip through Kafka.
+        The copy read from the topic later is the same record; runs take a page once."""
+        for deliver in list(self._subscribers.get(record.request_id, ())):
+            deliver(record)
+
     def unsubscribe(self, request_id: str, deliver: Callable[[FrontierRecord], None]) -> None:
         subscribers = self._subscribers.get(request_id, [])
         if deliver in subscribers:

@@ -39,7 +39,9 @@ from service.worker.run import Run
 from service.worker.scheduler import PageScheduler, SlotLimits
 
 if TYPE_CHECKING:
-    from aiokafka import ConsumerRecord
+    from collections.abc import Awaitable, Callable
+
+    from aiokafka import ConsumerRecord, TopicPartition
 
     from service.control import Cancel
     from service.messaging.offsets import Delivery
@@ -95,14 +97,16 @@ class Worker:
             control = await stack.enter_async_context(
                 ControlReader(settings, self._cancels(), self._metrics)
             )
-            if self._fetches:
-                fetcher = await self._fetcher_role(
-                    stack, publisher, proxy, policy, refusals, robots_source, control
-                )
-                self._consumers.append(fetcher)
+            tail: FrontierTail | None = None
             if self._coordinates:
                 tail = await stack.enter_async_context(FrontierTail(settings))
                 tail.set_partitions(counts[settings.frontier_topic])
+            if self._fetches:
+                fetcher = await self._fetcher_role(
+                    stack, publisher, proxy, policy, refusals, robots_source, control, tail
+                )
+                self._consumers.append(fetcher)
+            if tail is not None:
                 self._coordinator = CoordinatorDeps(
                     settings=settings,
                     publisher=publisher,
@@ -152,6 +156,7 @@ class Worker:
         refusals: RefusedTargets,
         robots_source: HttpRobotsSource,
         control: ControlReader,
+        tail: FrontierTail | None,
     ) -> RecordConsumer:
         """The browser, the page slots and the pages consumer."""
         settings = self._settings
@@ -186,7 +191,12 @@ class Worker:
             renderer=renderer,
         )
         consumers: list[RecordConsumer] = []
-        fetcher = Fetcher(self._fetcher, self._active, charge=lambda r: consumers[0].charge(r))  # noqa: PLW0108
+        fetcher = Fetcher(
+            self._fetcher,
+            self._active,
+            charge=lambda r: consumers[0].charge(r),  # noqa: PLW0108
+            local_tail=tail,
+        )
         self._fetcher_contexts = fetcher.contexts
         consumer = RecordConsumer(
             settings,
@@ -361,3 +371,12 @@ class Worker:
         if self._coordinator is None:
             raise RuntimeError("the worker is not coordinating")
         return self._coordinator
+
+
+def _following(tail: FrontierTail) -> Callable[[set[TopicPartition]], Awaitable[None]]:
+    """After each rebalance of the requests topic: follow the same frontier partitions."""
+
+    async def follow(assigned: set[TopicPartition]) -> None:
+        await tail.follow({tp.partition for tp in assigned})
+
+    return follow

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from service.content.page import PageContent
     from service.contracts import PageResult
     from service.control import ActiveRuns, Cancel
+    from service.frontier.tail import FrontierTail
     from service.messaging.offsets import Delivery
     from service.worker.deps import FetcherDeps
 
@@ -76,8 +77,11 @@ class Fetcher:
         deps: FetcherDeps,
         active: ActiveRuns,
         charge: Callable[[ConsumerRecord[bytes, bytes]], None],
+        local_tail: FrontierTail | None = None,
     ) -> None:
         self._deps = deps
+        self._local_tail = local_tail
+        """The coordinator's tail in this process (role `all`): outcomes go to it at once."""
         self._active = active
         self._charge = charge
         self.contexts = RunContexts(deps.pool)
@@ -206,6 +210,8 @@ class Fetcher:
             chunk_id=f"page:{result.result_id}:{task.run_id}",
         )
         await outbox.flush()
+        if self._local_tail is not None:
+            self._local_tail.offer(record)
         log.debug("page.answered", ok=result.ok, status=result.status_code)
 
 

@@ -234,8 +234,8 @@ class Run:
         self._outputs.discovered = self._plan.discovered
         if records:
             log.info(
-                "run.resumed",
-                done=len(self._done),
+                "crawl.resumed",
+                pages=len(self._done),
                 dispatched=len(self._dispatched),
                 sitemap=sitemap is not None,
             )
