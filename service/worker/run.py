@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -93,7 +93,10 @@ class Run:
         self._stop: Stop | None = None
         self._stopped = asyncio.Event()
         self._arrived: asyncio.Queue[FrontierRecord] = asyncio.Queue()
-        self._waiting: list[Admitted] = []
+        self._queues: dict[str, deque[Admitted]] = {}
+        """Page key -> its admitted pages not yet dispatched, in admission order (a page
+        that finished meanwhile, by an earlier run, is skipped when its turn comes)."""
+        self._waiting: dict[str, Admitted] = {}
         """Admitted pages not yet dispatched, in admission order."""
         self._dispatched: dict[str, str] = {}
         """Dispatched pages without an outcome yet -> their page key."""
@@ -173,7 +176,8 @@ class Run:
 
     async def _crawl(self, position: int) -> None:
         sitemap_logged = await self._replay(position)
-        self._waiting += [p for p in self._plan.admitted if p.url not in self._known()]
+        known = self._done | set(self._dispatched)
+        self._enqueue([page for page in self._plan.admitted if page.url not in known])
         sitemap: asyncio.Task[SitemapPages] | None = None
         if self._plan.wants_sitemap:
             sitemap = asyncio.create_task(self._sitemap(sitemap_logged))
@@ -209,9 +213,6 @@ class Run:
         await self._fail_remaining(stop.code, stop.detail, dispatched=False)
         while self._dispatched:
             await self._take(await self._arrived.get())
-
-    def _known(self) -> set[str]:
-        return self._done | set(self._dispatched)
 
     async def _replay(self, position: int) -> SitemapPages | None:
         """What earlier runs of this request left in the frontier log (only read when the
@@ -265,17 +266,17 @@ class Run:
         them, log which (so a next coordinator waits for them instead of re-sending)."""
         window = self._deps.settings.dispatch_window
         sent: list[str] = []
-        kept: list[Admitted] = []
-        for page in self._waiting:
-            key = self._key(page.url)
-            if self._per_key[key] >= window:
-                kept.append(page)
-                continue
-            self._per_key[key] += 1
-            self._dispatched[page.url] = key
-            await self._outputs.dispatch(self._task(page), key)
-            sent.append(page.url)
-        self._waiting = kept
+        for key, queue in list(self._queues.items()):
+            while queue and self._per_key[key] < window:
+                page = queue.popleft()
+                if self._waiting.pop(page.url, None) is None:
+                    continue  # finished meanwhile (an earlier run's page record)
+                self._per_key[key] += 1
+                self._dispatched[page.url] = key
+                await self._outputs.dispatch(self._task(page), key)
+                sent.append(page.url)
+            if not queue:
+                del self._queues[key]
         if not sent:
             return
         self._deps.metrics.runs_waiting.inc(len(sent))
@@ -305,13 +306,11 @@ class Run:
         if record.kind != "page" or url is None or url in self._done:
             return
         key = self._dispatched.pop(url, None)
-        if key is None and url not in {page.url for page in self._waiting}:
-            return  # not a page of this run's plan (an earlier run admitted otherwise)
         if key is not None:
             self._per_key[key] -= 1
             self._deps.metrics.runs_waiting.dec()
-        else:
-            self._waiting = [page for page in self._waiting if page.url != url]
+        elif self._waiting.pop(url, None) is None:
+            return  # not a page of this run's plan (an earlier run admitted otherwise)
         self._done.add(url)
         self._outputs.discovered = self._plan.discovered
         await self._outputs.page_done(url, record.outcome or "failed", record.error_code)
@@ -327,8 +326,13 @@ class Run:
             expansion = plan.expansion(record)
         return plan.fold(record.url, expansion)
 
+    def _enqueue(self, pages: list[Admitted]) -> None:
+        for page in pages:
+            self._waiting[page.url] = page
+            self._queues.setdefault(self._key(page.url), deque()).append(page)
+
     def _admit(self, pages: list[Admitted]) -> None:
-        self._waiting += pages
+        self._enqueue(pages)
         self._outputs.total = len(self._plan.admitted)
         self._outputs.discovered = self._plan.discovered
 
@@ -390,15 +394,16 @@ class Run:
         """Crawl nothing: every page gets a failed result with `code`, then `failed`."""
         with structlog.contextvars.bound_contextvars(run_id=self.run_id):
             await self._outputs.event(EventType.ACCEPTED)
-            self._waiting = list(self._plan.admitted)
+            self._enqueue(list(self._plan.admitted))
             await self._fail_remaining(code, message, dispatched=False)
             await self._finish(EventType.FAILED, f"{code.value}: {message}")
 
     async def _fail_remaining(self, code: ErrorCode, message: str, *, dispatched: bool) -> None:
         """Publish a failed result for each page never dispatched (and, with `dispatched`,
         for those a fetcher has not answered: the run is given up)."""
-        pages = list(self._waiting)
-        self._waiting = []
+        pages = list(self._waiting.values())
+        self._waiting.clear()
+        self._queues.clear()
         if dispatched:
             admitted = {page.url: page for page in self._plan.admitted}
             pages += [admitted[url] for url in self._dispatched if url in admitted]
