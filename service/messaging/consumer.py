@@ -190,6 +190,7 @@ class RecordConsumer:
     def relieve(self, record: ConsumerRecord[bytes, bytes]) -> None:
         """Stop counting this delivery against `record`: what is left cannot kill the worker."""
         self._tracker.relieve(TopicPartition(record.topic, record.partition), record.offset)
+        self._commit_soon = True
 
     async def run(self) -> None:
         """Consume until `stop()`; then finish or hand back in-flight work and commit."""

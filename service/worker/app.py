@@ -190,23 +190,18 @@ class Worker:
             refusals=refusals,
             renderer=renderer,
         )
-        consumers: list[RecordConsumer] = []
-        fetcher = Fetcher(
-            self._fetcher,
-            self._active,
-            charge=lambda r: consumers[0].charge(r),  # noqa: PLW0108
-            local_tail=tail,
-        )
-        self._fetcher_contexts = fetcher.contexts
+        handlers: list[Fetcher] = []
         consumer = RecordConsumer(
             settings,
-            fetcher.handle,
+            lambda record, delivery, owned: handlers[0].handle(record, delivery, owned),  # noqa: PLW0108  # built after the consumer
             self._metrics,
             should_pause=gate.should_pause,
             intake_room=lambda: max(settings.max_queued_pages - scheduler.intake_backlog, 0),
             spec=ConsumerSpec.pages(settings, self._metrics),
         )
-        consumers.append(consumer)
+        fetcher = Fetcher(self._fetcher, self._active, consumer, local_tail=tail)
+        handlers.append(fetcher)
+        self._fetcher_contexts = fetcher.contexts
         return consumer
 
     async def _memory_gate(self, stack: contextlib.AsyncExitStack) -> MemoryGate:

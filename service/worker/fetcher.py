@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 from pydantic import ValidationError
@@ -38,8 +38,6 @@ from service.worker.pages import HostPacer, PageStage, RunContexts
 from service.worker.stop import Stop
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from aiokafka import ConsumerRecord
 
     from service.content.page import PageContent
@@ -50,6 +48,27 @@ if TYPE_CHECKING:
     from service.worker.deps import FetcherDeps
 
 log = get_logger(__name__)
+
+
+class Deliveries(Protocol):
+    """The pages consumer's delivery counts (`RecordConsumer.charge` and `relieve`)."""
+
+    def charge(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
+    def relieve(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
+
+
+class _Charge:
+    """A page's delivery counts against its record only while the page renders."""
+
+    def __init__(self, deliveries: Deliveries, record: ConsumerRecord[bytes, bytes]) -> None:
+        self._deliveries = deliveries
+        self._record = record
+
+    def begin(self) -> None:
+        self._deliveries.charge(self._record)
+
+    def end(self) -> None:
+        self._deliveries.relieve(self._record)
 
 
 class _PageStop:
@@ -76,14 +95,14 @@ class Fetcher:
         self,
         deps: FetcherDeps,
         active: ActiveRuns,
-        charge: Callable[[ConsumerRecord[bytes, bytes]], None],
+        deliveries: Deliveries,
         local_tail: FrontierTail | None = None,
     ) -> None:
         self._deps = deps
         self._local_tail = local_tail
         """The coordinator's tail in this process (role `all`): outcomes go to it at once."""
         self._active = active
-        self._charge = charge
+        self._deliveries = deliveries
         self.contexts = RunContexts(deps.pool)
         self._stage = PageStage(deps, self.contexts, HostPacer())
 
@@ -149,7 +168,7 @@ class Fetcher:
                 left_s, stop.halt, self._deadline_stop(task)
             )
         stop.task = asyncio.ensure_future(
-            self._stage.content(task, charge=_once(lambda: self._charge(record)))
+            self._stage.content(task, charge=_Charge(self._deliveries, record))
         )
         try:
             with self._active.running(task.request_id, stop):
@@ -219,19 +238,6 @@ def _seconds_left(task: PageTask) -> float | None:
     if task.deadline_at is None:
         return None
     return (task.deadline_at - utc_now()).total_seconds()
-
-
-def _once(action: Callable[[], None]) -> Callable[[], None]:
-    """`action`, run on the first call only (a page is charged once, not per retry)."""
-    done = False
-
-    def run() -> None:
-        nonlocal done
-        if not done:
-            done = True
-            action()
-
-    return run
 
 
 async def _cancelled(task: asyncio.Task[PageContent]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 import structlog
 
@@ -42,6 +42,13 @@ BROWSER_ATTEMPTS: Final = 3
 CONTEXT_LINGER_S: Final = 5.0
 """How long a run's browser context stays open here after its last page ended: the
 coordinator's next page of the run usually follows within milliseconds."""
+
+
+class Rendering(Protocol):
+    """Counts a page's delivery against it while it renders (`CRAWL_MAX_DELIVERIES`)."""
+
+    def begin(self) -> None: ...
+    def end(self) -> None: ...
 
 
 class HostPacer:
@@ -145,7 +152,7 @@ class PageStage:
         self._retry = RetryPolicy.from_settings(deps.settings)
         self._settle = SettleLimits.from_settings(deps.settings)
 
-    async def content(self, task: PageTask, *, charge: Callable[[], None]) -> PageContent:
+    async def content(self, task: PageTask, *, charge: Rendering) -> PageContent:
         structlog.contextvars.bind_contextvars(url=task.url, run_id=task.run_id)
         content = await self._check_policy(task.url) or await self._check_robots(task)
         if content is not None:
@@ -188,7 +195,7 @@ class PageStage:
             return None
         return failed(ErrorCode.ROBOTS, f"robots.txt disallows {task.url} for {USER_AGENT}")
 
-    async def _fetch_with_retries(self, task: PageTask, charge: Callable[[], None]) -> PageContent:
+    async def _fetch_with_retries(self, task: PageTask, charge: Rendering) -> PageContent:
         """Try the page until it succeeds, fails for good, or its retries or time run out;
         the wait between tries happens outside every slot."""
         timeout_s = min(
@@ -212,7 +219,7 @@ class PageStage:
             await asyncio.sleep(wait_s)
 
     async def _attempt(
-        self, task: PageTask, deadline: PageDeadline, charge: Callable[[], None]
+        self, task: PageTask, deadline: PageDeadline, charge: Rendering
     ) -> PageContent:
         """One try, once the run's pacing for the host allows (waiting for it is not in
         the backlog that pauses intake), in a page slot (the scheduler applies the run's
@@ -225,8 +232,11 @@ class PageStage:
         ticket = PageTicket(request=task.run_id, priority=task.priority, host=host)
 
         async def render() -> PageContent:
-            charge()  # a page that kills its worker is counted from here
-            return await self._render(task, host, deadline.attempt_s())
+            charge.begin()  # a page that kills its worker is counted while it renders
+            try:
+                return await self._render(task, host, deadline.attempt_s())
+            finally:
+                charge.end()
 
         return await scheduler.run(render, ticket)
 

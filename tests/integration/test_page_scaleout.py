@@ -13,8 +13,9 @@ import contextlib
 from collections import Counter, defaultdict
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from graphsite import serve_graph
-from harness import produce
+from harness import Topics, WorkerProcess, produce
 from reference_crawl import reference_crawl
 from testsite import serve
 
@@ -174,3 +175,23 @@ async def test_a_deep_crawl_over_three_workers_returns_the_reference_set(
     assert terminal.type == EventType.COMPLETED
     assert {r.url for r in collector.seen.results_of("deep3")} == expected
     assert terminal.total == len(expected) == 120
+
+
+async def test_a_frontier_topic_not_copartitioned_is_refused_at_start(kafka, tmp_path):
+    """A coordinator reads frontier partition p for requests partition p: a frontier topic
+    with another partition count would lose page outcomes, so the worker does not start and
+    says which counts differ and how to fix it."""
+    topics = Topics(bootstrap=kafka)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topics.frontier, 2, 1)])  # requests will have 4
+    finally:
+        await admin.close()
+    worker = WorkerProcess(topics.env(), tmp_path / "mismatch.log", "mismatch")
+    with pytest.raises(AssertionError, match="exited"):
+        await worker.start()
+    assert await worker.process.wait() == 2
+    text = worker.log_path.read_text()
+    assert f"topic {topics.frontier} has 2 partitions and {topics.requests} has 4" in text
+    assert "must be equal" in text
