@@ -8,7 +8,6 @@ import aiohttp
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from harness import read_topic
 from ports import unused_port
 
 from service.contracts import CrawlRequest, ErrorCode, EventType, dump
@@ -46,43 +45,42 @@ async def _group_offsets(bootstrap: str, group: str) -> dict[TopicPartition, tup
 
 
 @pytest.mark.long_running
-async def test_a_request_that_kills_its_worker_is_quarantined_as_poison(
+async def test_a_page_that_kills_its_fetcher_gets_a_poison_result(
     topics, collector, site, start_worker
 ):
-    """Killed while the request is in flight, CRAWL_MAX_DELIVERIES (3) times: the next
-    delivery is not run; the record goes to the dead letters as `poison`, its URL gets a
-    failed result with code `poison`, and the run ends `failed`."""
-    requests = {"poison-1": [site.url("/slow/poison-1?ms=600000")]}
-    await _produce(topics.bootstrap, topics.requests, requests, partition=0)
+    """Killed while one page renders, CRAWL_MAX_DELIVERIES (3) times: the next delivery of
+    that page record is not rendered; the page gets a failed result with code `poison`,
+    the request's other page is `ok`, and the run completes. The request itself is not
+    quarantined (before: it went to the dead letters and every URL failed `poison`)."""
+    poison, fine = site.url("/slow/poison-1?ms=600000"), site.url("/page/1")
+    await _produce(topics.bootstrap, topics.requests, {"poison-1": [poison, fine]}, partition=0)
     for death in range(3):
         worker = await start_worker(f"poison-{death}", CRAWL_WORKER_NAME="pw", **STATIC)
         await collector.wait_until(
             lambda _, n=death: site.hits["/slow/poison-1"] > n, deadline_s=120
-        )  # the page is loading: the request is in flight
+        )  # the page is loading: its record is charged
         await worker.kill()
     survivor = await start_worker("poison-last", CRAWL_WORKER_NAME="pw", **STATIC)
     await collector.wait_until(
         lambda seen: any(
-            r.run_id == e.run_id
-            for e in seen.terminal("poison-1")
-            for r in seen.results_of("poison-1")
+            {r.url for r in seen.results_of("poison-1")} == {poison, fine}
+            for _ in seen.terminal("poison-1")
         ),
         deadline_s=120,
-    )  # its terminal event and its result (another topic, read apart) have arrived
+    )  # its terminal event and both results (another topic, read apart) have arrived
 
     [terminal] = collector.seen.terminal("poison-1")
-    assert terminal.type == EventType.FAILED
-    assert (terminal.total, terminal.failed, terminal.succeeded) == (1, 1, 0)
-    [result] = [r for r in collector.seen.results_of("poison-1") if r.run_id == terminal.run_id]
-    assert result.error is not None
-    assert result.error.code == ErrorCode.POISON
-    [letter] = await read_topic(topics.bootstrap, topics.dead_letter, 1, 60)
-    headers = {name: raw.decode() for name, raw in letter.headers}
-    assert headers["crawlstream-error-code"] == "poison"
-    assert letter.key == b"poison-1"
+    assert terminal.type == EventType.COMPLETED
+    assert (terminal.total, terminal.failed, terminal.succeeded) == (2, 1, 1)
+    by_url = {r.url: r for r in collector.seen.results_of("poison-1")}
+    assert by_url[poison].error is not None
+    assert by_url[poison].error.code == ErrorCode.POISON
+    assert by_url[fine].ok
     assert len(_runs(collector, "poison-1")) == 4
     assert site.hits["/slow/poison-1"] == 3
-    assert "request.poison" in [entry["event"] for entry in survivor.events()]
+    events = [entry["event"] for entry in survivor.events()]
+    assert "page.poison" in events
+    assert "request.poison" not in events
 
 
 @pytest.mark.long_running
