@@ -17,6 +17,7 @@ from service.contracts import (
     ControlMessage,
     CrawlRequest,
     FrontierRecord,
+    PageTask,
     PageResult,
     ProgressEvent,
     schema_of,
@@ -48,10 +49,17 @@ _CONTROL_NOTE = (
     "`type` they do not know."
 )
 
+_PAGES_NOTE = (
+    "Internal: one page to render, keyed by the page's host (CRAWL_PAGE_KEY) so that one "
+    "fetcher owns each host; written by the coordinator of the page's run."
+)
+
 _FRONTIER_NOTE = (
-    "Internal to the workers: keyed by request_id, written by the owner of a deep crawl (the "
-    "sitemap it read, each finished page's candidate links) and replayed by the job's next "
-    "owner after a failover. Kept for CRAWL_FRONTIER_RETENTION."
+    "Internal to the workers: keyed by request_id, as many partitions as the requests topic. "
+    "Fetchers write each finished page's outcome (and a deep crawl's links), coordinators the "
+    "pages they dispatched and a deep crawl's sitemap; a coordinator follows the partitions of "
+    "its requests and replays a request's records after a failover. Kept for "
+    "CRAWL_FRONTIER_RETENTION."
 )
 
 
@@ -100,7 +108,17 @@ def asyncapi_document(settings: Settings) -> dict[str, Any]:
         description=_FRONTIER_NOTE,
     )
     async def frontier(message: FrontierRecord) -> None:
-        """The owner of a deep crawl: replays the job's records when it takes the job over."""
+        """A coordinator: follows the partitions of its requests (page outcomes) and replays
+        a request's records when it takes the request over."""
+
+    @broker.subscriber(
+        settings.pages_topic,
+        group_id=settings.fetcher_group_id,
+        title="crawl-pages",
+        description=_PAGES_NOTE,
+    )
+    async def pages(message: PageTask) -> None:
+        """A fetcher: renders the page and publishes its result, then its page record."""
 
     spec = AsyncAPI(
         broker, title="Crawlstream", version="1", description="Kafka-native crawl microservice."

@@ -210,9 +210,10 @@ async def test_lag_counts_unfinished_requests_and_follows_ownership(
 async def test_a_poll_brings_in_no_more_than_the_page_backlog_has_room_for(
     topics, collector, site, start_worker
 ):
-    """Twenty 10-URL requests of hanging pages on one partition: intake stops at the page
-    backlog bound (CRAWL_MAX_QUEUED_PAGES, 40) plus the page slots (8) and at most one request
-    beyond it, instead of taking a whole fetch batch (200 pages) at once."""
+    """Twenty 10-URL requests of hanging pages on one partition: the coordinator takes them
+    and dispatches their pages (a window of 8 per run and host); the fetcher's intake stops
+    at its page backlog bound (CRAWL_MAX_QUEUED_PAGES, 40) plus the page slots (8) and
+    pauses its page partitions, instead of taking a whole fetch batch (200 pages) at once."""
     port = _free_port()
     await start_worker("intake", CRAWL_METRICS_PORT=str(port))
     requests = {
@@ -221,8 +222,10 @@ async def test_a_poll_brings_in_no_more_than_the_page_backlog_has_room_for(
     }
     await _produce(topics.bootstrap, topics.requests, requests, partition=0)
     async with asyncio.timeout(60):
-        while (await _metrics(port)).get("crawl_consumer_paused") != 1:
+        while (await _metrics(port)).get("crawl_page_consumer_paused") != 1:
             await asyncio.sleep(0.2)
     samples = await _metrics(port)
-    assert 0 < samples["crawl_pages_pending"] <= 40 + 8 + 10, samples["crawl_pages_pending"]
-    assert samples["crawl_requests_pending"] < len(requests)
+    assert 0 < samples["crawl_pages_pending"] <= 40 + 8, samples["crawl_pages_pending"]
+    assert samples["crawl_page_records_pending"] <= 40 + 8
+    assert samples["crawl_pages_dispatched"] > samples["crawl_page_records_pending"]
+    assert samples.get("crawl_consumer_paused") == 0  # the coordinator pauses for nothing
