@@ -17,8 +17,8 @@ from service.contracts import (
     ControlMessage,
     CrawlRequest,
     FrontierRecord,
-    PageTask,
     PageResult,
+    PageTask,
     ProgressEvent,
     schema_of,
 )
