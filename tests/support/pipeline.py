@@ -137,7 +137,7 @@ class Pipeline:
 
     async def page(self, task: PageTask, delivery: Delivery = FIRST_DELIVERY) -> None:
         """Hand one page record to the fetcher directly and wait for its end."""
-        await self.fetcher.handle(self._record(task.url, dump(task)), delivery, self.owned)
+        await self.fetcher.handle(self.record(task.url, dump(task)), delivery, self.owned)
 
     def release(self, *, where: Callable[[PageTask], bool] | None = None) -> int:
         """Hand the held page records `where` allows to the fetcher, in the order held."""
@@ -174,7 +174,7 @@ class Pipeline:
         if message.topic == self.settings.pages_topic:
             task = PageTask.model_validate_json(message.value)
             self._dispatched(task, (message.key or b"").decode())
-            record = self._record((message.key or b"").decode(), message.value, message.headers)
+            record = self.record((message.key or b"").decode(), message.value, message.headers)
             if self.holding(task):
                 self.held.append(record)
             else:
@@ -194,7 +194,7 @@ class Pipeline:
         self._unfinished[window] += 1
         self.peak[window] = max(self.peak[window], self._unfinished[window])
 
-    def _record(
+    def record(
         self, key: str, value: bytes, headers: list[tuple[str, bytes]] | None = None
     ) -> Record:
         partition = partition_for(key, self.settings.page_partitions)
