@@ -1,7 +1,9 @@
-"""In-memory stand-ins for what a run talks to: Kafka's producer, the HTTP fetcher, the
-browser, robots.txt, the control topic and the URL policy.
+"""In-memory stand-ins for what a run talks to: Kafka's producer, the frontier tail, the HTTP
+fetcher, the browser, robots.txt, the control topic and the URL policy, and the builders of
+the coordinator's and the fetcher's dependencies on them.
 
-Unit tests of orchestration (`RequestRun`, the outbox, the renderer) use these; behaviour that
+Unit tests of orchestration (the run, the fetcher, the outbox, the renderer) use these
+(`pipeline.py` joins a coordinator and a fetcher through them); behaviour that
 only real infrastructure shows (isolation, egress, kill -9, broker outages) stays in
 `tests/integration`. As FastStream's `TestKafkaBroker` does, `InMemoryPublisher` keeps every
 message it was given, by topic and in order, and `collected()` reads them back the way the
@@ -28,10 +30,13 @@ from service.messaging.publisher import Delivery, Message
 from service.metrics import Metrics
 from service.paths import HostRenderMemory, PageRenderer
 from service.settings import Settings
-from service.worker.deps import WorkerDeps
+from service.worker.deps import CoordinatorDeps, FetcherDeps
 from service.worker.scheduler import FixedGate, PageScheduler, SlotLimits
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from service.contracts import FrontierRecord, RecordSource
     from service.messaging.chunks import Headers
 
 ROBOTS = """
@@ -84,6 +89,8 @@ class InMemoryPublisher:
         """Values the broker took, in the order it took them."""
         self.log: list[Message] = []
         """Messages the broker took, in order (all topics)."""
+        self.listeners: list[Callable[[Message], None]] = []
+        """Told of each message the broker took, as a subscriber of its topic would be."""
 
     def messages(self, topic, key, value, headers=None, *, chunk_id=None) -> list[Message]:
         del chunk_id  # one message per value here
@@ -102,6 +109,8 @@ class InMemoryPublisher:
             self.written.append(message.value)
             self.log.append(message)
             delivery.set_result(None)
+            for listener in self.listeners:
+                listener(message)
         return delivery
 
     def collected(self, settings: Settings) -> Collected:
@@ -221,10 +230,14 @@ class FakeControl:
 
     def __init__(self) -> None:
         self.cancels: dict[str, Cancel] = {}
+        self.listeners: list[Callable[[Cancel], object]] = []
+        """Told of each cancel at once, as the control reader tells the `CancelRegistry`."""
 
     def cancel(self, request_id: str, reason: str | None = None) -> Cancel:
         made = Cancel(request_id=request_id, reason=reason, at=utc_now())
         self.cancels[request_id] = made
+        for listener in self.listeners:
+            listener(made)
         return made
 
     async def cancel_for(self, request_id: str) -> Cancel | None:
@@ -247,32 +260,98 @@ class NoBrowserPool:
         raise AssertionError(f"this test renders over HTTP; a browser was asked for {options}")
 
 
-def worker_deps(
+class InMemoryTail:
+    """The frontier tail in memory (`service.frontier.tail.FrontierTail`'s `subscribe` and
+    `unsubscribe`): one log of the frontier records written so far; each record appended is
+    handed to the subscribers of its request, and `read_job` replays the log up to the
+    position `subscribe` returned, as `CoordinatorDeps.frontier_log`."""
+
+    def __init__(self) -> None:
+        self.records: list[FrontierRecord] = []
+        self._subscribers: dict[str, list[Callable[[FrontierRecord], None]]] = {}
+
+    async def subscribe(self, request_id: str, deliver: Callable[[FrontierRecord], None]) -> int:
+        self._subscribers.setdefault(request_id, []).append(deliver)
+        return len(self.records)
+
+    def unsubscribe(self, request_id: str, deliver: Callable[[FrontierRecord], None]) -> None:
+        subscribers = self._subscribers.get(request_id, [])
+        if deliver in subscribers:
+            subscribers.remove(deliver)
+        if not subscribers:
+            self._subscribers.pop(request_id, None)
+
+    def subscribed(self, request_id: str) -> int:
+        return len(self._subscribers.get(request_id, []))
+
+    def append(self, record: FrontierRecord) -> None:
+        self.records.append(record)
+        for deliver in list(self._subscribers.get(record.request_id, [])):
+            deliver(record)
+
+    async def read_job(
+        self,
+        settings: Settings,  # noqa: ARG002
+        request_id: str,
+        source: RecordSource,
+        *,
+        since_ms: int,  # noqa: ARG002
+        until: int | None = None,
+    ) -> list[FrontierRecord]:
+        """The records of the job answering `source` below position `until`, in order."""
+        records = self.records if until is None else self.records[:until]
+        return [r for r in records if r.request_id == request_id and r.source == source]
+
+
+def coordinator_deps(
+    *,
+    publisher: InMemoryPublisher | None = None,
+    control: FakeControl | None = None,
+    tail: InMemoryTail | None = None,
+    sitemaps: FakeRobotsSource | None = None,
+    settings: Settings | None = None,
+    metrics: Metrics | None = None,
+) -> CoordinatorDeps:
+    """A coordinator's dependencies: Kafka (publisher, control, frontier tail and log) and
+    the sitemap source in memory."""
+    tail = tail or InMemoryTail()
+    return CoordinatorDeps(
+        settings=settings or Settings(worker_name="unit"),
+        publisher=publisher or InMemoryPublisher(),  # type: ignore[arg-type]
+        metrics=metrics or Metrics(CollectorRegistry()),
+        control=control or FakeControl(),  # type: ignore[arg-type]
+        tail=tail,  # type: ignore[arg-type]
+        sitemaps=sitemaps or FakeRobotsSource(),  # type: ignore[arg-type]
+        frontier_log=tail.read_job,
+    )
+
+
+def fetcher_deps(
     fetcher: object,
     *,
     publisher: InMemoryPublisher | None = None,
     robots: FakeRobotsSource | None = None,
     control: FakeControl | None = None,
     settings: Settings | None = None,
+    metrics: Metrics | None = None,
     slots: int | None = None,
-) -> WorkerDeps:
-    """A worker's dependencies with the real scheduler, renderer, robots cache and metrics,
-    and everything that would talk to Kafka, a browser or the network in memory."""
+) -> FetcherDeps:
+    """A fetcher's dependencies with the real scheduler, renderer (its HTTP path on
+    `fetcher`), robots cache and metrics, and what would talk to Kafka, a browser or the
+    network in memory."""
     settings = settings or Settings(worker_name="unit")
-    metrics = Metrics(CollectorRegistry())
-    robots_source = robots or FakeRobotsSource()
-    return WorkerDeps(
+    metrics = metrics or Metrics(CollectorRegistry())
+    return FetcherDeps(
         settings=settings,
         publisher=publisher or InMemoryPublisher(),  # type: ignore[arg-type]
+        metrics=metrics,
+        control=control or FakeControl(),  # type: ignore[arg-type]
         pool=NoBrowserPool(),  # type: ignore[arg-type]
         scheduler=PageScheduler(
             FixedGate(slots or settings.max_page_slots), SlotLimits.from_settings(settings)
         ),
         policy=OpenPolicy(),  # type: ignore[arg-type]
-        metrics=metrics,
-        robots=RobotsCache(robots_source),
-        control=control or FakeControl(),  # type: ignore[arg-type]
+        robots=RobotsCache(robots or FakeRobotsSource()),
         refusals=RefusedTargets(),
-        sitemaps=robots_source,  # type: ignore[arg-type]
         renderer=PageRenderer(fetcher, HostRenderMemory(), metrics),  # type: ignore[arg-type]
     )

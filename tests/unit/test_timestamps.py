@@ -23,6 +23,7 @@ EXPECTED_INSTANTS = {
     "PageResult.fetched_at",
     "ProgressEvent.at",
     "CancelControl.at",
+    "PageTask.deadline_at",
 }
 """The datetime fields of the contracts today: the walk below must find each."""
 

@@ -115,9 +115,9 @@ def test_metadata_round_trips_and_ignores_foreign_text():
     """The encoding is compact and anything that is not ours decodes to nothing."""
     done = {101, 102, 140}
     text = encode_metadata(100, done, {100: 2, 103: 1})
-    assert decode_metadata(text, 100) == (done, {100: 2, 103: 1})
-    assert decode_metadata("written by another tool", 100) == (set(), {})
-    assert decode_metadata('{"v": 99, "done": "AA=="}', 100) == (set(), {})
+    assert decode_metadata(text, 100) == (done, {100: 2, 103: 1}, set())
+    assert decode_metadata("written by another tool", 100) == (set(), {}, set())
+    assert decode_metadata('{"v": 99, "done": "AA=="}', 100) == (set(), {}, set())
 
 
 def test_metadata_stays_within_the_brokers_limit():
@@ -126,7 +126,7 @@ def test_metadata_stays_within_the_brokers_limit():
     deliveries = dict.fromkeys(range(0, 4097, 64), 2)
     text = encode_metadata(0, done, deliveries)
     assert len(text) <= MAX_METADATA_CHARS
-    assert decode_metadata(text, 0) == (done, deliveries)
+    assert decode_metadata(text, 0) == (done, deliveries, set())
 
 
 def test_a_record_fetched_again_while_it_runs_is_not_started_twice():
@@ -136,3 +136,88 @@ def test_a_record_fetched_again_while_it_runs_is_not_started_twice():
     again = tracker.delivered(P0, 4)
     assert (again.verdict, again.count) == (Verdict.RUNNING, 1)
     assert tracker.in_flight(P0) == 1
+
+
+def _next_owner(metadata: str, position: int, max_deliveries: int = 3) -> OffsetTracker:
+    owner = OffsetTracker(max_deliveries=max_deliveries)
+    owner.restore(P0, position, metadata)
+    return owner
+
+
+def test_a_delivery_taken_without_a_charge_is_not_counted_unless_charged():
+    """`charge=False`: a worker that dies before the risky part began is not blamed; once
+    `charge()` is called, it is."""
+    waited = OffsetTracker(max_deliveries=1)
+    waited.restore(P0, 5, "")
+    assert waited.delivered(P0, 5, charge=False).count == 1
+    _, metadata = waited.to_commit([P0])[P0]
+    again = _next_owner(metadata, 5, max_deliveries=1).delivered(P0, 5)
+    assert (again.verdict, again.count, again.earlier) == (Verdict.RUN, 1, False)
+
+    rendered = OffsetTracker(max_deliveries=1)
+    rendered.restore(P0, 5, "")
+    rendered.delivered(P0, 5, charge=False)
+    rendered.charge(P0, 5)
+    _, metadata = rendered.to_commit([P0])[P0]
+    again = _next_owner(metadata, 5, max_deliveries=1).delivered(P0, 5)
+    assert (again.verdict, again.count, again.earlier) == (Verdict.POISON, 2, True)
+
+
+def test_charging_a_record_not_in_flight_does_nothing():
+    """A late `charge()` (the record finished, or was never taken) counts nothing."""
+    tracker = OffsetTracker()
+    tracker.delivered(P0, 1, charge=False)
+    tracker.finished(P0, 1)
+    tracker.charge(P0, 1)
+    tracker.charge(P0, 9)
+    assert tracker.to_commit([P0])[P0] == (2, encode_metadata(2, set(), {}))
+
+
+def test_a_relieved_delivery_is_uncounted_and_marked_earlier():
+    """`relieve()`: what the record still does cannot kill the worker, so its delivery is
+    not counted; the next owner still learns it was delivered before."""
+    owner = OffsetTracker(max_deliveries=1)
+    owner.restore(P0, 8, "")
+    assert owner.delivered(P0, 8).count == 1
+    owner.relieve(P0, 8)
+    _, metadata = owner.to_commit([P0])[P0]
+    again = _next_owner(metadata, 8, max_deliveries=1).delivered(P0, 8)
+    assert (again.verdict, again.count, again.earlier) == (Verdict.RUN, 1, True)
+
+
+def test_relieving_keeps_the_charges_of_earlier_deliveries():
+    """Only this delivery is uncounted: a record charged twice before keeps those two."""
+    metadata = encode_metadata(4, set(), {4: 2})
+    owner = _next_owner(metadata, 4)
+    assert owner.delivered(P0, 4).count == 3
+    owner.relieve(P0, 4)
+    _, metadata = owner.to_commit([P0])[P0]
+    assert decode_metadata(metadata, 4) == (set(), {4: 2}, {4})
+
+
+def test_a_record_handed_back_is_marked_delivered_before():
+    """A record handed back on purpose is not counted, but its next delivery is `earlier`:
+    the run that held it may have dispatched pages."""
+    owner = OffsetTracker(max_deliveries=1)
+    owner.restore(P0, 3, "")
+    first = owner.delivered(P0, 3)
+    assert first.earlier is False
+    _, metadata = owner.to_commit([P0], handing_back=True)[P0]
+    again = _next_owner(metadata, 3, max_deliveries=1).delivered(P0, 3)
+    assert (again.verdict, again.count, again.earlier) == (Verdict.RUN, 1, True)
+
+
+def test_a_finished_record_is_no_longer_earlier():
+    """Finishing a record drops what was kept about its deliveries."""
+    owner = _next_owner(encode_metadata(3, set(), {}, {3, 4}), 3)
+    owner.delivered(P0, 3)
+    owner.finished(P0, 3)
+    position, metadata = owner.to_commit([P0])[P0]
+    assert decode_metadata(metadata, position) == (set(), {}, {4})
+
+
+def test_metadata_round_trips_the_offsets_seen_before():
+    """The `seen` key carries the uncharged earlier deliveries above the position only."""
+    text = encode_metadata(100, {102}, {101: 1}, {99, 100, 103})
+    assert '"seen":[0,3]' in text
+    assert decode_metadata(text, 100) == ({102}, {101: 1}, {100, 103})

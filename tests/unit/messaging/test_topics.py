@@ -36,14 +36,16 @@ def test_the_readmes_example_differs_from_librdkafkas_default():
 
 
 def test_wanted_topics_lists_the_requests_topic_first_with_the_configured_counts():
-    """Requests with CRAWL_REQUESTS_PARTITIONS, the outputs with CRAWL_OUTPUT_PARTITIONS."""
-    settings = Settings(requests_partitions=3, output_partitions=5)
+    """Requests and the frontier (co-partitioned with them) with CRAWL_REQUESTS_PARTITIONS,
+    the outputs with CRAWL_OUTPUT_PARTITIONS, the pages with CRAWL_PAGE_PARTITIONS."""
+    settings = Settings(requests_partitions=3, output_partitions=5, page_partitions=7)
     assert wanted_topics(settings) == {
         "crawl.requests": 3,
         "crawl.results": 5,
         "crawl.progress": 5,
         "crawl.dead-letter": 5,
         "crawl.control": 5,
-        "crawl.frontier": 5,
+        "crawl.frontier": 3,
+        "crawl.pages": 7,
     }
     assert next(iter(wanted_topics(settings))) == "crawl.requests"

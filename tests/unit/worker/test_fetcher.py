@@ -1,0 +1,136 @@
+"""One page record at the fetcher (`Fetcher.handle`) on the in-memory pipeline: a cancel or
+the run's deadline stops the page with that result, a poison record is answered without a
+render, and each answer is the page's result followed by its `page` frontier record."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+from inmemory import FakeSite
+from pipeline import SOURCE, Pipeline
+from waiting import until
+
+from service.contracts import CrawlOptions, ErrorCode, FrontierRecord, PageTask, utc_now
+from service.messaging.offsets import Delivery, Verdict
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from service.contracts import PageResult
+
+URL = "http://site.test/hang/1"
+
+
+@pytest.fixture
+async def hanging() -> AsyncIterator[tuple[Pipeline, FakeSite]]:
+    site = FakeSite(hanging="/hang/")
+    pipeline = Pipeline(site)
+    yield pipeline, site
+    await pipeline.close()
+
+
+def _task(url: str = URL, **fields: object) -> PageTask:
+    return PageTask(
+        request_id="r",
+        run_id="run-1",
+        url=url,
+        options=CrawlOptions(render="http", deadline_ms=200),
+        source=SOURCE,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def _answer(pipeline: Pipeline) -> tuple[PageResult, FrontierRecord]:
+    [result] = pipeline.collected().results_of("r")
+    [record] = [r for r in pipeline.tail.records if r.kind == "page"]
+    return result, record
+
+
+async def test_a_cancel_reaching_a_rendering_page_stops_it_cancelled(hanging):
+    """The page is rendering when the cancel arrives: the fetch is closed, the result is
+    `cancelled` and the page record says so, so its coordinator counts it cancelled."""
+    pipeline, site = hanging
+    page = asyncio.create_task(pipeline.page(_task()))
+    await until(site.started.is_set)
+
+    pipeline.cancel("r", "user asked")
+    await page
+
+    result, record = _answer(pipeline)
+    assert result.error is not None
+    assert result.error.code == ErrorCode.CANCELLED
+    assert (record.outcome, record.error_code, record.run_id) == ("cancelled", "cancelled", "run-1")
+    assert site.closed == [URL]
+    assert (pipeline.scheduler.in_flight, pipeline.scheduler.backlog) == (0, 0)
+
+
+async def test_a_page_of_a_cancelled_request_is_not_rendered(hanging):
+    """A cancel already read when the page arrives: `cancelled` at once, nothing fetched."""
+    pipeline, site = hanging
+    pipeline.cancel("r")
+
+    await pipeline.page(_task())
+
+    result, record = _answer(pipeline)
+    assert result.error is not None
+    assert result.error.code == ErrorCode.CANCELLED
+    assert record.outcome == "cancelled"
+    assert site.hits[URL] == 0
+    assert pipeline.charged == []
+
+
+async def test_a_page_past_its_deadline_is_answered_deadline_without_a_fetch(hanging):
+    """`deadline_at` already passed: `deadline`, counted failed, nothing fetched."""
+    pipeline, site = hanging
+
+    await pipeline.page(_task(deadline_at=utc_now() - timedelta(seconds=1)))
+
+    result, record = _answer(pipeline)
+    assert result.error is not None
+    assert result.error.code == ErrorCode.DEADLINE
+    assert (record.outcome, record.error_code) == ("failed", "deadline")
+    assert site.hits[URL] == 0
+
+
+async def test_a_page_rendering_at_its_deadline_is_stopped_there(hanging):
+    """`deadline_at` reached mid-render: the fetch is closed, the result is `deadline`."""
+    pipeline, site = hanging
+
+    async with asyncio.timeout(2.0):
+        await pipeline.page(_task(deadline_at=utc_now() + timedelta(milliseconds=100)))
+
+    result, _ = _answer(pipeline)
+    assert result.error is not None
+    assert result.error.code == ErrorCode.DEADLINE
+    assert site.closed == [URL]
+    assert len(pipeline.charged) == 1  # its render began: a death from here is counted
+
+
+async def test_a_poison_record_is_answered_without_a_render(hanging):
+    """Verdict POISON: a `poison` result naming the deliveries, nothing fetched."""
+    pipeline, site = hanging
+
+    await pipeline.page(_task(), Delivery(Verdict.POISON, 4, earlier=True))
+
+    result, record = _answer(pipeline)
+    assert result.error is not None
+    assert result.error.code == ErrorCode.POISON
+    assert "delivered 4 times" in result.error.message
+    assert record.error_code == "poison"
+    assert site.hits[URL] == 0
+
+
+async def test_a_record_that_is_not_a_page_task_goes_to_the_dead_letters(hanging):
+    """Unreadable: a dead letter, no result, no page record, and the fetcher goes on."""
+    pipeline, _ = hanging
+    record = pipeline.record("site.test", b'{"not": "a task"}')
+
+    await pipeline.fetcher.handle(record, Delivery(Verdict.RUN, 1), pipeline.owned)
+
+    topics = [m.topic for m in pipeline.publisher.log]
+    assert topics == [pipeline.settings.dead_letter_topic]
+    assert pipeline.tail.records == []
+    assert (pipeline.scheduler.in_flight, pipeline.scheduler.backlog) == (0, 0)
