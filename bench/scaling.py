@@ -31,8 +31,10 @@ terminal event read:
     the most pages the site answered at once for that host (target: `CRAWL_MAX_PAGES_PER_HOST`).
 
 Settings are the service's defaults (8 page slots and 4 pages per host per worker) except the
-partition counts, set to 12 explicitly (the defaults too, but the harness uses 4 for tests).
-The "host peak" column is the same site-side count for (a)-(c).
+partition counts, set to 12 explicitly (the defaults too, but the harness uses 4 for tests),
+and `CRAWL_LOG_LEVEL=info` (the `consumer.assigned` events the stability check reads). The
+"host peak" column is the same site-side count for (a)-(c). Pages are keyed by host, so how
+evenly the hosts hash over the page partitions (printed) bounds (a)-(c) with 3 workers.
 """
 
 from __future__ import annotations
