@@ -48,7 +48,8 @@ schemas: setup
 bench: setup
 	$(BIN)/python bench/throughput.py
 
-## 1, 2 and 3 workers on a latency-bound site (render http), and CPU per page of the browser.
+## 1, 2 and 3 workers on a latency-bound site over many hosts (render http): one big request,
+## 48 random-ID requests, a deep crawl over 10 hosts; the per-host peak at the site.
 bench-scaling: setup
 	$(BIN)/python bench/scaling.py
 
@@ -56,7 +57,8 @@ bench-scaling: setup
 bench-latency: setup
 	$(BIN)/python bench/latency.py
 
-## Duplicates and re-runs when workers die, leave or join, and across a 60 s broker outage.
+## Duplicates, re-runs and lost work when workers die, leave or join (also a coordinator and a
+## fetcher of split roles), and across a 60 s broker outage.
 bench-failover: setup
 	$(BIN)/python bench/failover.py
 

@@ -1,16 +1,22 @@
 """Duplicates and re-runs when workers come and go or the broker goes away, in one run.
 
     .venv/bin/python bench/failover.py [--requests 60] [--urls 5] [--page-ms 2000]
-        [--outage 60] [--deadline 900] [--stall 180] [--scenario all|workers|outage]
+        [--hosts 8] [--outage 60] [--deadline 900] [--stall 180]
+        [--scenario all|workers|roles|outage]
 
-Each scenario gets its own broker (LocalBroker on a fresh data dir and port), topics and group
-(12 request partitions), and crawls unique `/slow` pages of the local test site (`--page-ms`
-each) in `--requests` requests of `--urls` URLs.
+Each scenario gets its own broker (LocalBroker on a fresh data dir and port), topics and groups
+(12 request, 12 page and 12 output partitions), and crawls unique `/slow` pages of the local
+test site (`--page-ms` each) in `--requests` requests of `--urls` URLs. The site answers on
+`--hosts` loopback addresses (tests/support/hostsite.py; the URLs go round-robin over them):
+pages are keyed by host, so on one host a single fetcher would hold every page.
 
 (1) workers: 3 `crawlstream worker` processes. While the requests run, one is killed with
     SIGKILL once 15% of the URLs have a result (its browser with it, as when a pod dies),
     another gets SIGTERM at 35%, and a fourth worker starts at 55%: three failover events.
-(2) outage: one worker. Once 10% of the URLs have a result the broker is killed (SIGKILL, its
+(2) roles: 2 coordinators (`CRAWL_ROLE=coordinator`) and 2 fetchers (`CRAWL_ROLE=fetcher`).
+    Once 15% of the URLs have a result, the coordinator that sent the most progress events is
+    killed with SIGKILL; at 35%, the fetcher that rendered the most pages: two failover events.
+(3) outage: one worker. Once 10% of the URLs have a result the broker is killed (SIGKILL, its
     data kept), stays down for `--outage` seconds and starts again on the same data and port:
     one failover event.
 
@@ -20,8 +26,9 @@ output, and then reporting partial figures), then until the group's committed of
 the end of the requests topic (nothing is left to redeliver), stops its workers, and reads the
 results and progress topics from the beginning.
 
-Figures: results (reassembled `PageResult`s); unique (request_id, url) pairs; duplicates =
-results - unique, and their share of results; runs = distinct (request_id, run_id) of the
+Figures: results (reassembled `PageResult`s); unique `result_id`s; duplicates = results -
+unique, and their share of results; lost = URLs of a request without any result, and requests
+without a terminal event (both must be 0); runs = distinct (request_id, run_id) of the
 progress events; abandoned = runs without a terminal event; re-runs per failover =
 (runs - requests) / failover events. Notes under the table give the timeline, abandoned runs
 by worker, and the warnings and errors in each worker's log.
@@ -48,7 +55,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from harness import Collected, Topics, WorkerProcess, collecting, descendants
-from testsite import TestSite, serve
+from hostsite import HostSite, serve_hosts
 
 from service.broker import LocalBroker
 from service.contracts import CrawlRequest, EventType, PageResult, ProgressEvent, dump
@@ -69,10 +76,13 @@ TERM_AT: Final = 0.35
 JOIN_AT: Final = 0.55
 """... when it starts a fourth worker."""
 OUTAGE_AT: Final = 0.10
-"""Share of the URLs with a result when scenario 2 kills the broker."""
+"""Share of the URLs with a result when scenario 3 kills the broker."""
 
-TARGETS: Final = {"workers": (0.10, 0.26), "outage": (0.05, 0.48)}
-"""Duplicate share per scenario: (the issue's target, the issue's figure for today)."""
+FETCHER_KILL_AT: Final = 0.35
+"""Share of the URLs with a result when scenario 2 kills a fetcher with SIGKILL."""
+
+TARGETS: Final = {"workers": (0.10, 0.26), "roles": (0.05, None), "outage": (0.05, 0.48)}
+"""Duplicate share per scenario: (the issue's target, the issue's figure for today, if any)."""
 
 GROUP_DEADLINE_S: Final = 120.0
 """How long a new group may take to spread the partitions over its workers."""
@@ -101,6 +111,10 @@ class Figures:
     unique: int
     runs: int
     abandoned: int
+    lost_pages: int
+    """URLs of the requests without any result."""
+    lost_requests: int
+    """Requests without any terminal event."""
     complete: bool
     """Every request completed within the deadline (else the figures are partial)."""
     notes: list[str]
@@ -131,6 +145,7 @@ class Rig:
     deadline_s: float
     stall_s: float
     workers: dict[str, WorkerProcess] = field(default_factory=dict)
+    roles: dict[str, str] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)
     ends: dict[int, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -138,22 +153,28 @@ class Rig:
     complete: bool = False
 
     @classmethod
-    async def create(cls, bootstrap: str, site: TestSite, args: argparse.Namespace) -> Rig:
+    async def create(cls, bootstrap: str, site: HostSite, args: argparse.Namespace) -> Rig:
         topics = Topics(
             bootstrap=bootstrap,
             prefix=f"fo{uuid.uuid4().hex[:8]}",
             extra_env={
-                "CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{site.port}",
+                "CRAWL_ALLOWED_HOSTS": site.allowed_hosts(args.hosts),
                 "CRAWL_REQUESTS_PARTITIONS": str(PARTITIONS),
                 "CRAWL_OUTPUT_PARTITIONS": str(PARTITIONS),
+                "CRAWL_PAGE_PARTITIONS": str(PARTITIONS),
             },
         )
         await ensure_topics(
-            topics.settings(requests_partitions=PARTITIONS, output_partitions=PARTITIONS)
+            topics.settings(
+                requests_partitions=PARTITIONS,
+                output_partitions=PARTITIONS,
+                page_partitions=PARTITIONS,
+            )
         )
         requests = {
             f"{topics.prefix}-{r}": [
-                site.url(f"/slow?ms={args.page_ms}&u={topics.prefix}-{r}-{u}")
+                site.origin((r * args.urls + u) % args.hosts)
+                + f"/slow?ms={args.page_ms}&u={topics.prefix}-{r}-{u}"
                 for u in range(args.urls)
             ]
             for r in range(args.requests)
@@ -190,26 +211,38 @@ class Rig:
 
     # --- workers -------------------------------------------------------------------------
 
-    async def add_workers(self, stack: contextlib.AsyncExitStack, *names: str) -> None:
+    async def add_workers(
+        self, stack: contextlib.AsyncExitStack, *names: str, role: str = "all"
+    ) -> None:
         log_dir = ROOT / ".bench"
         log_dir.mkdir(exist_ok=True)
         fresh = []
         for name in names:
             worker = WorkerProcess(
-                self.topics.env(), log_dir / f"{self.topics.prefix}-{name}.log", name
+                self.topics.env(CRAWL_ROLE=role),
+                log_dir / f"{self.topics.prefix}-{name}.log",
+                name,
             )
+            self.roles[name] = role
             stack.push_async_callback(worker.close)
             self.workers[name] = worker
             fresh.append(worker)
         await asyncio.gather(*(worker.start() for worker in fresh))
 
     async def wait_group(self) -> None:
-        """Until the live workers' assignments (from their logs) split every partition."""
-        live = [w for name, w in self.workers.items() if name not in self.gone]
+        """Until the live workers' assignments (from their logs) split every partition of both
+        groups: the requests over the coordinators, the pages over the fetchers."""
+        live = [(w, self.roles[name]) for name, w in self.workers.items() if name not in self.gone]
+        members = {
+            "request": [w for w, role in live if role in {"all", "coordinator"}],
+            "page": [w for w, role in live if role in {"all", "fetcher"}],
+        }
         async with asyncio.timeout(GROUP_DEADLINE_S):
             while True:
-                owned = [_assigned(worker) for worker in live]
-                if all(owned) and sum(map(len, owned)) == len(set().union(*owned)) == PARTITIONS:
+                if all(
+                    _split([_assigned(worker, consumer) for worker in group])
+                    for consumer, group in members.items()
+                ):
                     return
                 await asyncio.sleep(POLL_S)
 
@@ -343,15 +376,23 @@ class Rig:
         return measure(self, scenario, seen, failovers)
 
 
-def _assigned(worker: WorkerProcess) -> set[int]:
-    """The partitions a worker owns now, by its `consumer.assigned`/`revoked` log lines."""
+def _assigned(worker: WorkerProcess, consumer: str) -> set[int]:
+    """The partitions a worker's `consumer` ("request" or "page") owns now, by its
+    `consumer.assigned`/`revoked` log lines."""
     owned: set[int] = set()
     for entry in worker.events():
+        if entry.get("consumer") != consumer:
+            continue
         if entry.get("event") == "consumer.assigned":
             owned = set(entry["partitions"])
         elif entry.get("event") == "consumer.revoked":
             owned -= set(entry["partitions"])
     return owned
+
+
+def _split(owned: list[set[int]]) -> bool:
+    """Every member owns some partitions, and together they own each partition once."""
+    return all(owned) and sum(map(len, owned)) == len(set().union(*owned)) == PARTITIONS
 
 
 def _troubles(worker: WorkerProcess) -> dict[str, int]:
@@ -454,6 +495,9 @@ def measure(rig: Rig, scenario: str, seen: Collected, failovers: int) -> Figures
     abandoned = Counter(worker for run, worker in runs.items() if run not in ended)
     if abandoned:
         rig.notes.append(f"abandoned runs by worker: {dict(sorted(abandoned.items()))}")
+    got = {(r.request_id, r.url) for r in results}
+    lost_pages = sum((rid, url) not in got for rid, urls in rig.requests.items() for url in urls)
+    lost_requests = len(set(rig.requests) - {e.request_id for e in events if e.is_terminal})
     failed = Counter(r.error.code.value for r in results if r.error is not None)
     if failed:
         rig.notes.append(f"results that are not ok, by code: {dict(failed)}")
@@ -462,9 +506,11 @@ def measure(rig: Rig, scenario: str, seen: Collected, failovers: int) -> Figures
         requests=len(rig.requests),
         failovers=failovers,
         results=len(results),
-        unique=len({(r.request_id, r.url) for r in results}),
+        unique=len({r.result_id for r in results}),
         runs=len(runs),
         abandoned=sum(abandoned.values()),
+        lost_pages=lost_pages,
+        lost_requests=lost_requests,
         complete=rig.complete,
         notes=rig.notes,
     )
@@ -476,7 +522,7 @@ async def _broker(stack: contextlib.AsyncExitStack) -> LocalBroker:
     return await stack.enter_async_context(LocalBroker(data_dir=data / "kafka"))
 
 
-async def workers_scenario(site: TestSite, args: argparse.Namespace) -> Figures:
+async def workers_scenario(site: HostSite, args: argparse.Namespace) -> Figures:
     async with contextlib.AsyncExitStack() as stack:
         broker = await _broker(stack)
         rig = await Rig.create(broker.bootstrap_servers, site, args)
@@ -496,7 +542,34 @@ async def workers_scenario(site: TestSite, args: argparse.Namespace) -> Figures:
         return await rig.finish("workers", collector, failovers=3)
 
 
-async def outage_scenario(site: TestSite, args: argparse.Namespace) -> Figures:
+def _busiest(seen: Collected, names: list[str], *, pages: bool) -> str:
+    """Of `names`, the worker named in the most results (`pages`) or progress events."""
+    counts = Counter(
+        [r.worker for r, _ in seen.results] if pages else [e.worker for e, _ in seen.events]
+    )
+    return max(names, key=lambda name: counts[name])
+
+
+async def roles_scenario(site: HostSite, args: argparse.Namespace) -> Figures:
+    async with contextlib.AsyncExitStack() as stack:
+        broker = await _broker(stack)
+        rig = await Rig.create(broker.bootstrap_servers, site, args)
+        await rig.add_workers(stack, "c1", "c2", role="coordinator")
+        await rig.add_workers(stack, "f1", "f2", role="fetcher")
+        await rig.wait_group()
+        collector = await stack.enter_async_context(collecting(rig.topics))
+        await rig.produce()
+        try:
+            await rig.reach(collector, KILL_AT)
+            await rig.kill(_busiest(collector.seen, ["c1", "c2"], pages=False), collector)
+            await rig.reach(collector, FETCHER_KILL_AT)
+            await rig.kill(_busiest(collector.seen, ["f1", "f2"], pages=True), collector)
+        except TimeoutError:
+            rig.note("deadline reached before every fault was played")
+        return await rig.finish("roles", collector, failovers=2)
+
+
+async def outage_scenario(site: HostSite, args: argparse.Namespace) -> Figures:
     async with contextlib.AsyncExitStack() as stack:
         broker = await _broker(stack)
         rig = await Rig.create(broker.bootstrap_servers, site, args)
@@ -525,7 +598,7 @@ def print_table(rows: list[tuple[str, str, Figures | str]]) -> None:
     head = (
         f"{'scenario':<34}{'results':>8}{'unique':>8}{'dups':>6}{'share':>8}"
         f"{'target':>8}{'today':>7}{'runs':>6}{'runs/req':>9}{'abandoned':>10}"
-        f"{'re-runs/failover':>17}"
+        f"{'re-runs/failover':>17}{'lost pages':>11}{'lost requests':>14}"
     )
     print(head)
     print("-" * len(head))
@@ -534,15 +607,21 @@ def print_table(rows: list[tuple[str, str, Figures | str]]) -> None:
             print(f"{title:<34}  {row}")
             continue
         target, today = TARGETS[key]
+        shown = "-" if today is None else format(today, ".0%")
         print(
             f"{title:<34}{row.results:>8}{row.unique:>8}{row.duplicates:>6}{row.share:>8.1%}"
-            f"{'<=' + format(target, '.0%'):>8}{today:>7.0%}{row.runs:>6}"
+            f"{'<=' + format(target, '.0%'):>8}{shown:>7}{row.runs:>6}"
             f"{row.runs_per_request:>9.2f}{row.abandoned:>10}{row.reruns_per_failover:>17.2f}"
+            f"{row.lost_pages:>11}{row.lost_requests:>14}"
         )
     print("target, today: the issue's duplicate share target, and its figure for today's code")
+    print("dups: results beyond one per result_id; lost: URLs without a result, requests")
+    print("without a terminal event (both must be 0)")
     for _, title, row in rows:
         if isinstance(row, Figures):
             met = "met" if row.share <= TARGETS[row.scenario][0] else "NOT met"
+            if row.lost_pages or row.lost_requests:
+                met += "; LOST work"
             partial = "" if row.complete else "; INCOMPLETE at the deadline, figures partial"
             print(f"\n{title} (target {met}{partial}):")
             for line in row.notes:
@@ -554,6 +633,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=60, help="requests per scenario")
     parser.add_argument("--urls", type=int, default=5, help="URLs per request")
     parser.add_argument("--page-ms", type=int, default=2000, help="time each page takes")
+    parser.add_argument("--hosts", type=int, default=8, help="hosts the URLs are spread over")
     parser.add_argument("--outage", type=float, default=60.0, help="broker outage, seconds")
     parser.add_argument(
         "--deadline", type=float, default=900.0, help="seconds per scenario, from the first request"
@@ -561,20 +641,21 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--stall", type=float, default=180.0, help="give up after this long without any output"
     )
-    parser.add_argument("--scenario", choices=("all", "workers", "outage"), default="all")
+    parser.add_argument("--scenario", choices=("all", "workers", "roles", "outage"), default="all")
     return parser.parse_args()
 
 
 async def main(args: argparse.Namespace) -> None:
     scenarios = [
         ("workers", "3 workers, kill/SIGTERM/join", workers_scenario),
+        ("roles", "2+2 roles, kill coord. + fetcher", roles_scenario),
         ("outage", f"{args.outage:g} s broker outage", outage_scenario),
     ]
     rows: list[tuple[str, str, Figures | str]] = []
     main_task = asyncio.current_task()
     if main_task is not None:  # SIGTERM unwinds like Ctrl-C: children are stopped on the way out
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
-    async with serve() as site:
+    async with serve_hosts() as site:
         for key, title, scenario in scenarios:
             if args.scenario not in ("all", key):
                 continue
@@ -593,7 +674,7 @@ async def main(args: argparse.Namespace) -> None:
             rows.append((key, title, row))
     print(
         f"requests: {args.requests} x {args.urls} URLs of {args.page_ms} ms each,"
-        f" {PARTITIONS} request partitions"
+        f" over {args.hosts} hosts, {PARTITIONS} request and page partitions"
     )
     print_table(rows)
 

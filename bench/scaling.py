@@ -1,29 +1,40 @@
-"""Do replicas add up? 1, 2 and 3 workers in one group on a latency-bound site, in one run.
+"""Do replicas add up when the page is the unit of work? 1, 2 and 3 workers, in one run.
 
-    .venv/bin/python bench/scaling.py [--requests 24] [--urls 10] [--page-ms 500]
-        [--replicas 1,2,3] [--cpu-pages 80]
+    .venv/bin/python bench/scaling.py [--replicas 1,2,3] [--scenarios abcd]
+        [--a-urls 100] [--a-hosts 25] [--a-ms 1000]
+        [--b-requests 48] [--b-urls 20] [--b-hosts 12] [--b-ms 500]
+        [--c-pages 300] [--c-hosts 10] [--c-ms 500]
+        [--d-requests 12] [--d-urls 10] [--d-ms 500]
 
-One broker (LocalBroker), the local test site. For each replica count: fresh topics (12
-request partitions, the service's default) and group, that many `crawlstream worker`
-processes, and `--requests` requests of `--urls` unique `/slow/{key}?ms=page-ms` pages each
-with `render: http` (so the two cores are not the bound: each page waits on the server).
-Production starts only once the group is stable: every worker's log shows its assignment,
-together they own every partition once, and each worker's governor has reached its page
-ceiling (its `crawl_concurrency_limit` metric), so no rebalance or slow start is timed.
-Timed from the first request produced to the last terminal event read; "start s" is from
-the first request produced to the first page starting (results' `fetched_at - elapsed_ms`),
-"end s" from the last page done to the last terminal event read (produce, intake and the
-output path: the part of a run that does not shrink with more replicas).
+One broker (LocalBroker) and the test site on every loopback address at one port
+(tests/support/hostsite.py: 127.0.0.2, 127.0.0.3, ... are hosts of their own, each allowed by
+`CRAWL_ALLOWED_HOSTS` as `host:port`), counting the requests it answers at once per host. For
+each replica count: fresh topics (12 request, 12 page and 12 output partitions) and groups,
+that many `crawlstream worker` processes (`CRAWL_ROLE=all`), and production only once both
+groups are stable: the workers' `consumer.assigned` log events show that together they own
+every request partition once (`"consumer": "request"`) and every page partition once
+(`"page"`), and each worker's governor is at its page ceiling (`crawl_concurrency_limit` at
+`CRAWL_MAX_PAGE_SLOTS`), so no rebalance or slow start is timed. Every page is `render: http`
+(so the two cores are not the bound: each page waits on the server). The scenarios run one
+after the other on the same workers, each timed from its first request produced to its last
+terminal event read:
 
-Request IDs are chosen so that the requests spread evenly over the request partitions
-(`--requests` / 12 per partition): with 24 arbitrary IDs murmur2 puts 0 to 5 requests on a
-partition, so one replica may own twice the pages of another and the run measures the hash's
-luck, not the service. The spread of plain IDs (`{prefix}-{n}`) is printed beside it.
+(a) one request of `--a-urls` unique `/slow/{key}?ms=` pages spread round-robin over
+    `--a-hosts` hosts (target: 3 workers >= 2.7x one);
+(b) `--b-requests` requests with random IDs (uuid4) of `--b-urls` pages each, spread over
+    `--b-hosts` hosts (target >= 2.7x);
+(c) a deep crawl: one request seeded with one mesh page on each of `--c-hosts` hosts, `crawl`
+    {max_pages: `--c-pages`, max_depth: 5, scope: host}; the mesh (hostsite.py) links every
+    page to pages on other hosts, and `host` scope admits the host of any seed, so the crawl
+    covers all of them (target >= 2.5x);
+(d) with the most replicas only: `--d-requests` requests of `--d-urls` pages, all on one host;
+    the most pages the site answered at once for that host (target: `CRAWL_MAX_PAGES_PER_HOST`).
 
-Then the browser path's CPU per page: one worker, `render: browser`, `--cpu-pages` of the same
-pages; CPU = utime + stime of the worker and every process under it (Chromium), plus what its
-exited children left in cutime + cstime, read from /proc before the first request and after
-the last terminal event. The same figure for the HTTP path comes from the 1-replica run.
+Settings are the service's defaults (8 page slots and 4 pages per host per worker) except the
+partition counts, set to 12 explicitly (the defaults too, but the harness uses 4 for tests),
+and `CRAWL_LOG_LEVEL=info` (the `consumer.assigned` events the stability check reads). The
+"host peak" column is the same site-side count for (a)-(c). Pages are keyed by host, so how
+evenly the hosts hash over the page partitions (printed) bounds (a)-(c) with 3 workers.
 """
 
 from __future__ import annotations
@@ -34,48 +45,55 @@ import contextlib
 import os
 import re
 import socket
+import sys
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import aiohttp
 from _common import ROOT, Stopwatch
 from aiokafka import AIOKafkaProducer
-from harness import Topics, WorkerProcess, collecting, descendants
-from testsite import serve
+from harness import Collector, Topics, WorkerProcess, collecting
+from hostsite import HostSite, host_address, serve_hosts
 
 from service.broker import LocalBroker
-from service.contracts import CrawlOptions, CrawlRequest, dump
+from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, dump
 from service.messaging.topics import ensure_topics, partition_for
-
-if TYPE_CHECKING:
-    from harness import Collector
+from service.settings import Settings
 
 PARTITIONS: Final = 12
-"""Request partitions (the service's default)."""
+"""Request, page and output partitions (the service's defaults)."""
 
-CEILING: Final = 8
-"""Page slots (and pages per host) of each worker."""
+DEFAULTS: Final = Settings()
+SLOTS: Final = DEFAULTS.max_page_slots
+PER_HOST: Final = DEFAULTS.max_pages_per_host
+
+HOSTS: Final = 40
+"""Hosts allowed: (a)-(c) use the first ones, (d) the last."""
+D_HOST: Final = HOSTS - 1
 
 GROUP_DEADLINE_S: Final = 120.0
-RUN_DEADLINE_S: Final = 600.0
+RUN_DEADLINE_S: Final = 900.0
 POLL_S: Final = 0.2
-CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
+
+TARGETS: Final = {"a": 2.7, "b": 2.7, "c": 2.5}
+TITLES: Final = {
+    "a": "one request over many hosts",
+    "b": "requests with random IDs",
+    "c": "deep crawl over hosts",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Figures:
+    scenario: str
     replicas: int
     pages: int
     seconds: float
-    cpu_ms: float
     by_worker: dict[str, int]
-    start_s: float
-    """From the first request produced to the first page starting."""
-    end_s: float
-    """From the last page done to its request's terminal event read."""
+    host_peak: int
 
     @property
     def rate(self) -> float:
@@ -89,38 +107,6 @@ def _free_port() -> int:
         return port
 
 
-def balanced_ids(prefix: str, count: int) -> list[str]:
-    """`count` request IDs, `count / PARTITIONS` (rounded up) on each request partition."""
-    per_partition = -(-count // PARTITIONS)
-    taken: Counter[int] = Counter()
-    ids: list[str] = []
-    n = 0
-    while len(ids) < count:
-        candidate = f"{prefix}-r{n}"
-        partition = partition_for(candidate, PARTITIONS)
-        if taken[partition] < per_partition:
-            taken[partition] += 1
-            ids.append(candidate)
-        n += 1
-    return ids
-
-
-def spread(ids: list[str]) -> list[int]:
-    """Requests per request partition, most loaded first."""
-    counts = Counter(partition_for(rid, PARTITIONS) for rid in ids)
-    return sorted((counts.get(p, 0) for p in range(PARTITIONS)), reverse=True)
-
-
-def tree_cpu_ms(pid: int) -> float:
-    """CPU time of `pid` and everything under it, reaped children included, in ms."""
-    total = 0
-    for member in {pid, *descendants(pid)}:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-            total += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
-    return total * 1000 / CLOCK_TICKS
-
-
 async def _concurrency(port: int) -> float:
     async with (
         aiohttp.ClientSession() as session,
@@ -131,9 +117,12 @@ async def _concurrency(port: int) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-def _assigned(worker: WorkerProcess) -> set[int]:
+def assigned(worker: WorkerProcess, consumer: str) -> set[int]:
+    """The partitions `worker`'s `consumer` ("request" or "page") owns by its log."""
     owned: set[int] = set()
     for entry in worker.events():
+        if entry.get("consumer") != consumer:
+            continue
         if entry.get("event") == "consumer.assigned":
             owned = set(entry["partitions"])
         elif entry.get("event") == "consumer.revoked":
@@ -141,39 +130,115 @@ def _assigned(worker: WorkerProcess) -> set[int]:
     return owned
 
 
+def _split(owned: list[set[int]]) -> bool:
+    """Every member owns some partitions, and together they own each partition once."""
+    return all(owned) and sum(map(len, owned)) == len(set().union(*owned)) == PARTITIONS
+
+
 async def wait_stable(workers: list[WorkerProcess], ports: list[int]) -> None:
-    """Until the workers own every partition once and each governor is at its ceiling."""
+    """Until both groups are split over the workers and each governor is at its ceiling."""
     async with asyncio.timeout(GROUP_DEADLINE_S):
         while True:
-            owned = [_assigned(worker) for worker in workers]
-            split = all(owned) and sum(map(len, owned)) == len(set().union(*owned)) == PARTITIONS
+            split = all(
+                _split([assigned(worker, consumer) for worker in workers])
+                for consumer in ("request", "page")
+            )
             if split:
                 limits = [await _concurrency(port) for port in ports]
-                if min(limits) >= CEILING:
+                if min(limits) >= SLOTS:
                     return
             await asyncio.sleep(POLL_S)
 
 
-async def measure(
-    bootstrap: str,
-    site_port: int,
+def scenario_requests(
+    name: str, site: HostSite, args: argparse.Namespace, tag: str
+) -> list[CrawlRequest]:
+    """The requests of scenario `name`; `tag` keeps its page URLs unique to this run."""
+    http = CrawlOptions(render="http")
+
+    def slow(n: int, key: str, ms: int) -> str:
+        return f"{site.origin(n)}/slow/{tag}-{key}?ms={ms}"
+
+    if name == "a":
+        urls = [slow(i % args.a_hosts, f"a{i}", args.a_ms) for i in range(args.a_urls)]
+        return [CrawlRequest(request_id=f"{tag}-a", urls=urls, options=http)]
+    if name == "b":
+        requests = []
+        for r in range(args.b_requests):
+            rid = str(uuid.uuid4())
+            urls = [
+                slow((r * args.b_urls + i) % args.b_hosts, f"b{r}-{i}", args.b_ms)
+                for i in range(args.b_urls)
+            ]
+            requests.append(CrawlRequest(request_id=rid, urls=urls, options=http))
+        return requests
+    if name == "c":
+        crawl = CrawlSpec(max_pages=args.c_pages, max_depth=5, scope="host")
+        seeds = site.mesh_seeds(args.c_pages, args.c_hosts, args.c_ms)
+        return [CrawlRequest(request_id=f"{tag}-c", urls=seeds, options=http, crawl=crawl)]
+    return [
+        CrawlRequest(
+            request_id=f"{tag}-d{r}",
+            urls=[slow(D_HOST, f"d{r}-{i}", args.d_ms) for i in range(args.d_urls)],
+            options=http,
+        )
+        for r in range(args.d_requests)
+    ]
+
+
+async def run_scenario(
+    name: str,
     replicas: int,
+    topics: Topics,
+    site: HostSite,
+    collector: Collector,
     args: argparse.Namespace,
-    render: str,
-    requests: int,
 ) -> Figures:
+    requests = scenario_requests(name, site, args, f"{topics.prefix}{name}")
+    ids = {request.request_id for request in requests}
+    site.load.reset()
+    with Stopwatch() as watch:
+        await produce_all(topics, requests)
+        await collector.wait_until(
+            lambda seen: all(seen.terminal(rid) for rid in ids), deadline_s=RUN_DEADLINE_S
+        )
+    results = [result for result, _ in collector.seen.results if result.request_id in ids]
+    failed = [result for result in results if not result.ok]
+    if failed:
+        print(f"  ({name}, {replicas} workers: {len(failed)} failed pages, e.g. {failed[0].error})")
+    figures = Figures(
+        scenario=name,
+        replicas=replicas,
+        pages=len(results),
+        seconds=watch.seconds,
+        by_worker=dict(sorted(Counter(result.worker for result in results).items())),
+        host_peak=site.load.top()[1],
+    )
+    print(f"  {figures}", file=sys.stderr, flush=True)
+    return figures
+
+
+async def measure(
+    bootstrap: str, site: HostSite, replicas: int, args: argparse.Namespace
+) -> list[Figures]:
+    partitions = str(PARTITIONS)
     topics = Topics(
         bootstrap=bootstrap,
         extra_env={
-            "CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{site_port}",
-            "CRAWL_REQUESTS_PARTITIONS": str(PARTITIONS),
-            "CRAWL_OUTPUT_PARTITIONS": str(PARTITIONS),
-            "CRAWL_MAX_PAGE_SLOTS": str(CEILING),
-            "CRAWL_MAX_PAGES_PER_HOST": str(CEILING),
+            "CRAWL_ALLOWED_HOSTS": site.allowed_hosts(HOSTS),
+            "CRAWL_REQUESTS_PARTITIONS": partitions,
+            "CRAWL_OUTPUT_PARTITIONS": partitions,
+            "CRAWL_PAGE_PARTITIONS": partitions,
+            "CRAWL_ROLE": "all",
+            "CRAWL_LOG_LEVEL": "info",
         },
     )
     await ensure_topics(
-        topics.settings(requests_partitions=PARTITIONS, output_partitions=PARTITIONS)
+        topics.settings(
+            requests_partitions=PARTITIONS,
+            output_partitions=PARTITIONS,
+            page_partitions=PARTITIONS,
+        )
     )
     ports = [_free_port() for _ in range(replicas)]
     log_dir = ROOT / ".bench"
@@ -186,103 +251,113 @@ async def measure(
         )
         for i, port in enumerate(ports)
     ]
+    figures = []
     try:
         await asyncio.gather(*(worker.start() for worker in workers))
         await wait_stable(workers, ports)
-        ids = balanced_ids(topics.prefix, requests)
-        options = CrawlOptions(render=render)  # type: ignore[arg-type]
-        messages = []
-        for rid in ids:
-            urls = [
-                f"{_site(site_port)}/slow/{rid}-{i}?ms={args.page_ms}" for i in range(args.urls)
-            ]
-            request = CrawlRequest(request_id=rid, urls=urls, options=options)
-            messages.append((rid.encode(), dump(request)))
         async with collecting(topics) as collector:
-            pids = [worker.process.pid for worker in workers if worker.process is not None]
-            cpu_before = sum(tree_cpu_ms(pid) for pid in pids)
-            began = time.time()
-            with Stopwatch() as watch:
-                await produce_all(topics, messages)
-                await _all_done(collector, ids)
-            ended = time.time()
-            cpu_ms = sum(tree_cpu_ms(pid) for pid in pids) - cpu_before
-            results = [result for result, _ in collector.seen.results]
-            by_worker = Counter(result.worker for result in results)
-            first = min(r.fetched_at.timestamp() - r.elapsed_ms / 1000 for r in results)
-            last = max(r.fetched_at.timestamp() for r in results)
+            for name in args.scenarios:
+                if name == "d" and replicas != max(args.counts):
+                    continue
+                figures.append(await run_scenario(name, replicas, topics, site, collector, args))
     finally:
         for worker in workers:
             with contextlib.suppress(Exception):
                 await worker.terminate()
             await worker.close()
-    return Figures(
-        replicas=replicas,
-        pages=requests * args.urls,
-        seconds=watch.seconds,
-        cpu_ms=cpu_ms,
-        by_worker=dict(sorted(by_worker.items())),
-        start_s=first - began,
-        end_s=ended - last,
-    )
+        print(f"  {replicas} workers: logs in {log_dir}/{topics.prefix}-w*.log")
+    return figures
 
 
-async def produce_all(topics: Topics, messages: list[tuple[bytes, bytes]]) -> None:
+async def produce_all(topics: Topics, requests: list[CrawlRequest]) -> None:
     """Send every request at once (acks=all) and wait for all acknowledgements together."""
     producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, acks="all", linger_ms=5)
     await producer.start()
     try:
-        sent = [await producer.send(topics.requests, value, key=key) for key, value in messages]
+        sent = [
+            await producer.send(topics.requests, dump(request), key=request.request_id.encode())
+            for request in requests
+        ]
         await asyncio.gather(*sent)
     finally:
         await producer.stop()
 
 
-def _site(port: int) -> str:
-    return f"http://127.0.0.1:{port}"
+def host_spread(hosts: int) -> list[int]:
+    """Hosts per page partition (the page key is the host name), most loaded first."""
+    counts = Counter(partition_for(host_address(n), PARTITIONS) for n in range(hosts))
+    return sorted((counts.get(p, 0) for p in range(PARTITIONS)), reverse=True)
 
 
-async def _all_done(collector: Collector, ids: list[str]) -> None:
-    await collector.wait_until(
-        lambda seen: all(seen.terminal(rid) for rid in ids), deadline_s=RUN_DEADLINE_S
+def report(args: argparse.Namespace, figures: list[Figures], started: str) -> None:
+    print(f"{started}, {os.cpu_count()} cores; render http; {PARTITIONS} request and page")
+    print(f"partitions; defaults: {SLOTS} page slots, {PER_HOST} pages per host per worker")
+    print(f"(a) 1 request x {args.a_urls} pages of {args.a_ms} ms over {args.a_hosts} hosts")
+    print(f"(b) {args.b_requests} requests (uuid4) x {args.b_urls} pages of {args.b_ms} ms", end="")
+    print(f" over {args.b_hosts} hosts")
+    print(f"(c) deep crawl, max_pages {args.c_pages}, {args.c_hosts} hosts, {args.c_ms} ms pages")
+    for name, hosts in (("a", args.a_hosts), ("b", args.b_hosts), ("c", args.c_hosts)):
+        print(f"    hosts per page partition ({name}): {host_spread(hosts)}")
+    print(
+        f"{'':<4}{'replicas':>9}{'pages':>7}{'seconds':>9}{'pages/s':>9}{'x one':>7}"
+        f"{'host peak':>10}  pages per worker"
     )
+    for name in "abc":
+        runs = [f for f in figures if f.scenario == name]
+        if not runs:
+            continue
+        one = runs[0].rate
+        for run in runs:
+            ratio = f"{run.rate / one:.2f}"
+            last = run.replicas == max(args.counts) and run is not runs[0]
+            target = f"  (target >= {TARGETS[name]})" if last else ""
+            print(
+                f"({name}){run.replicas:>9}{run.pages:>7}{run.seconds:>9.2f}{run.rate:>9.2f}"
+                f"{ratio:>7}{run.host_peak:>10}  {run.by_worker}{target}"
+            )
+    for run in (f for f in figures if f.scenario == "d"):
+        print(
+            f"(d) {run.replicas} workers, {args.d_requests} requests x {args.d_urls} pages on one"
+            f" host: at most {run.host_peak} pages at once at the site (target: {PER_HOST});"
+            f" {run.seconds:.2f} s, pages per worker {run.by_worker}"
+        )
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--replicas", default="1,2,3")
+    parser.add_argument("--scenarios", default="abcd")
+    for name, value in (
+        ("a-urls", 100),
+        ("a-hosts", 25),
+        ("a-ms", 1000),
+        ("b-requests", 48),
+        ("b-urls", 20),
+        ("b-hosts", 12),
+        ("b-ms", 500),
+        ("c-pages", 300),
+        ("c-hosts", 10),
+        ("c-ms", 500),
+        ("d-requests", 12),
+        ("d-urls", 10),
+        ("d-ms", 500),
+    ):
+        parser.add_argument(f"--{name}", type=int, default=value)
+    args = parser.parse_args()
+    args.counts = [int(value) for value in args.replicas.split(",")]
+    if max(args.a_hosts, args.b_hosts, args.c_hosts) >= D_HOST:
+        parser.error(f"at most {D_HOST - 1} hosts")
+    return args
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--requests", type=int, default=24)
-    parser.add_argument("--urls", type=int, default=10)
-    parser.add_argument("--page-ms", type=int, default=500)
-    parser.add_argument("--replicas", default="1,2,3")
-    parser.add_argument("--cpu-pages", type=int, default=80)
-    args = parser.parse_args()
-    counts = [int(value) for value in args.replicas.split(",")]
+    args = parse()
     started = time.strftime("%Y-%m-%d %H:%M")
-    async with serve() as site, LocalBroker() as broker:
-        bootstrap = broker.bootstrap_servers
-        runs = [await measure(bootstrap, site.port, n, args, "http", args.requests) for n in counts]
-        browser = await measure(
-            bootstrap, site.port, 1, args, "browser", max(args.cpu_pages // args.urls, 1)
-        )
-    plain = [f"x-{n}" for n in range(args.requests)]
-    print(f"{started}, {os.cpu_count()} cores; {args.requests} requests x {args.urls} pages of")
-    print(f"{args.page_ms} ms (server side), render http, {PARTITIONS} request partitions")
-    print(f"requests per partition: balanced IDs {spread(balanced_ids('x', args.requests))}")
-    print(f"                        plain IDs    {spread(plain)} (not used)")
-    print(
-        f"{'replicas':<10}{'pages/s':>10}{'x one':>8}{'seconds':>10}{'start s':>9}{'end s':>7}"
-        "  pages per worker"
-    )
-    one = runs[0].rate
-    for run in runs:
-        print(
-            f"{run.replicas:<10}{run.rate:>10.2f}{run.rate / one:>8.2f}{run.seconds:>10.2f}"
-            f"{run.start_s:>9.2f}{run.end_s:>7.2f}  {run.by_worker}"
-        )
-    http_cpu = runs[0].cpu_ms / runs[0].pages
-    print(f"CPU per page, worker + Chromium tree: http {http_cpu:.1f} ms", end="")
-    print(f" ({runs[0].pages} pages), browser {browser.cpu_ms / browser.pages:.1f} ms", end="")
-    print(f" ({browser.pages} pages, {browser.rate:.2f} pages/s, one worker)")
+    figures: list[Figures] = []
+    async with serve_hosts() as site, LocalBroker() as broker:
+        for replicas in args.counts:
+            figures += await measure(broker.bootstrap_servers, site, replicas, args)
+    report(args, figures, started)
 
 
 if __name__ == "__main__":
