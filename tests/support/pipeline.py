@@ -86,7 +86,9 @@ class Pipeline:
         )
         self.charged: list[Record] = []
         """Page records whose render began (the fetcher charged their delivery)."""
-        self.fetcher = Fetcher(self.fetcher_deps, self.active, charge=self.charged.append)
+        self.uncharged: list[Record] = []
+        """Page records whose render ended (the fetcher relieved their delivery)."""
+        self.fetcher = Fetcher(self.fetcher_deps, self.active, _Deliveries(self))
         self.owned = asyncio.Event()
         self.owned.set()
         self.tasks: list[PageTask] = []
@@ -219,3 +221,16 @@ class Pipeline:
         handled = asyncio.create_task(self.fetcher.handle(record, delivery, self.owned))
         self._handling.add(handled)
         handled.add_done_callback(self._handling.discard)
+
+
+class _Deliveries:
+    """The pages consumer's charge and relieve, recorded."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+
+    def charge(self, record: Record) -> None:
+        self._pipeline.charged.append(record)
+
+    def relieve(self, record: Record) -> None:
+        self._pipeline.uncharged.append(record)

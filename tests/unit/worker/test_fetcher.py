@@ -107,6 +107,7 @@ async def test_a_page_rendering_at_its_deadline_is_stopped_there(hanging):
     assert result.error.code == ErrorCode.DEADLINE
     assert site.closed == [URL]
     assert len(pipeline.charged) == 1  # its render began: a death from here is counted
+    assert pipeline.uncharged == pipeline.charged  # and it ended: no longer counted
 
 
 async def test_a_poison_record_is_answered_without_a_render(hanging):
