@@ -4,23 +4,34 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from service.messaging.topics import ensure_topics, partition_for, ready_partitions
+from service.messaging.topics import (
+    check_copartitioned,
+    ensure_topics,
+    partition_for,
+    ready_partitions,
+)
 
 if TYPE_CHECKING:
     from service.settings import Settings
 
 
 async def create(settings: Settings) -> int:
-    """Create the missing topics, wait until they can be written, print each with its count."""
+    """Create the missing topics (the frontier with the requests topic's partition count),
+    wait until they can be written, print each with its count; a frontier topic that is not
+    co-partitioned with the requests topic is reported as the worker would refuse it."""
     created = set(await ensure_topics(settings))
-    for name, partitions in (await ready_partitions(settings)).items():
+    counts = await ready_partitions(settings)
+    for name, partitions in counts.items():
         state = "created" if name in created else "exists"
         print(f"{name}\t{partitions} partitions\t{state}")  # noqa: T201
+    check_copartitioned(settings, counts)
     return 0
 
 
 async def partition(settings: Settings, key: str) -> int:
-    """Print the partition of each topic that messages keyed `key` are on."""
+    """Print the partition of each topic keyed by request_id that messages keyed `key` are
+    on (not the pages topic: it is keyed by host)."""
     for name, partitions in (await ready_partitions(settings)).items():
-        print(f"{name}\t{partition_for(key, partitions)}")  # noqa: T201
+        if name != settings.pages_topic:
+            print(f"{name}\t{partition_for(key, partitions)}")  # noqa: T201
     return 0

@@ -17,19 +17,25 @@ DEFAULT_PARTITIONS = Settings.model_fields["requests_partitions"].default
 
 
 async def test_three_workers_started_together_hold_every_partition(kafka: str, tmp_path: Path):
-    """Three workers started at the same moment on a new group, with the default partition
-    count, all hold request partitions, and the group got there in at most one rebalance per
-    worker: each worker's join is one JoinGroup (with two assignors offered, aiokafka sent one
+    """Three workers started at the same moment on new groups, with the default partition
+    count, all hold request and page partitions, and each group got there in at most one
+    rebalance per worker: each worker's join is one JoinGroup (with two assignors offered, aiokafka sent one
     per assignor, and each second one started another rebalance: seen as generation 4 at
     best, and as minutes without an assignment at worst)."""
     partitions = str(DEFAULT_PARTITIONS)
     topics = Topics(
         bootstrap=kafka,
-        extra_env={"CRAWL_REQUESTS_PARTITIONS": partitions, "CRAWL_OUTPUT_PARTITIONS": partitions},
+        extra_env={
+            "CRAWL_REQUESTS_PARTITIONS": partitions,
+            "CRAWL_OUTPUT_PARTITIONS": partitions,
+            "CRAWL_PAGE_PARTITIONS": partitions,
+        },
     )
     await ensure_topics(
         topics.settings(
-            requests_partitions=DEFAULT_PARTITIONS, output_partitions=DEFAULT_PARTITIONS
+            requests_partitions=DEFAULT_PARTITIONS,
+            output_partitions=DEFAULT_PARTITIONS,
+            page_partitions=DEFAULT_PARTITIONS,
         )
     )
     await wait_for_leaders(topics, partitions=DEFAULT_PARTITIONS)
