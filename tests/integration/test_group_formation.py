@@ -19,9 +19,9 @@ DEFAULT_PARTITIONS = Settings.model_fields["requests_partitions"].default
 async def test_three_workers_started_together_hold_every_partition(kafka: str, tmp_path: Path):
     """Three workers started at the same moment on new groups, with the default partition
     count, all hold request and page partitions, and each group got there in at most one
-    rebalance per worker: each worker's join is one JoinGroup (with two assignors offered, aiokafka sent one
-    per assignor, and each second one started another rebalance: seen as generation 4 at
-    best, and as minutes without an assignment at worst)."""
+    rebalance per worker: each worker's join is one JoinGroup (with two assignors offered,
+    aiokafka sent one per assignor, and each second one started another rebalance: seen as
+    generation 4 at best, and as minutes without an assignment at worst)."""
     partitions = str(DEFAULT_PARTITIONS)
     topics = Topics(
         bootstrap=kafka,
