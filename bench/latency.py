@@ -28,8 +28,8 @@ from playwright.async_api import async_playwright
 from testsite import serve
 
 from service.broker import LocalBroker
+from service.browser.launch import CHROMIUM_ARGS
 from service.contracts import CrawlOptions, CrawlRequest, EventType, Format, ProgressEvent, dump
-from service.crawling.launch import CHROMIUM_ARGS
 
 if TYPE_CHECKING:
     from pathlib import Path

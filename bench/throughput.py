@@ -38,8 +38,8 @@ from render_paths import render_rows
 from testsite import serve
 
 from service.broker import LocalBroker
+from service.browser.launch import CHROMIUM_ARGS
 from service.contracts import CrawlOptions, Format
-from service.crawling.launch import CHROMIUM_ARGS
 
 DEFAULT_ROW = "service, default isolation"
 """A context no other request uses, wiped after a request and reused (`CRAWL_CONTEXT_REUSE`)."""

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from service.backpressure.governor import Governor
     from service.backpressure.snapshot import MemorySnapshot
-    from service.crawling.browser import BrowserPool
+    from service.browser.pool import BrowserPool
     from service.metrics import Metrics
     from service.worker.scheduler import PageScheduler
 

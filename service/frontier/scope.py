@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Final, Literal
 import regex
 
 from service.frontier._repeats import unrolled_weight
-from service.frontier._sites import host_of, site_of
 from service.logs import get_logger
+from service.net.hosts import host_key, site_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -136,7 +136,7 @@ def directory_of(url: str) -> str:
 
 
 _ANCHOR_OF: Final[dict[ScopeKind, Callable[[str], str]]] = {
-    "host": host_of,
+    "host": host_key,
     "domain": site_of,
     "prefix": directory_of,
 }

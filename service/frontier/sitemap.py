@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from selectolax.lexbor import LexborHTMLParser
 
-from service.crawling.robots import Origin
+from service.http.robots import Origin
 from service.logs import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from service.crawling.robots import RobotsFile
+    from service.http.robots import RobotsFile
 
 log = get_logger(__name__)
 

@@ -36,8 +36,8 @@ from typing import Final
 from urllib.parse import SplitResult, urlsplit
 
 from service.contracts import ALLOWED_SCHEMES, MAX_URL_LENGTH
-from service.crawling._hosts import browser_cleaned_url, parse_host
 from service.frontier._rfc3986 import normalise_escapes, remove_dot_segments
+from service.net.hosts import browser_cleaned_url, parse_host
 
 DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 """The port a scheme implies; a URL that names it explicitly is the same URL without it."""

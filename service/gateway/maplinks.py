@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit
 
 from service.contracts import CrawlOptions, CrawlSpec, Format
 from service.gateway._fields import COMMON_KEYS, bool_of, int_of, refuse_set, refuse_unknown, url_of
 from service.gateway.errors import Detail, bad_request
+from service.net.hosts import host_key
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -106,8 +106,8 @@ def map_links(plan: MapPlan, records: Sequence[FrontierRecord]) -> list[str]:
 
 
 def _on_site(url: str, plan: MapPlan) -> bool:
-    host = (urlsplit(url).hostname or "").lower()
-    seed = (urlsplit(plan.url).hostname or "").lower()
+    host = host_key(url)
+    seed = host_key(plan.url)
     if host == seed:
         return True
     base = seed.removeprefix("www.")

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Final, Self
 
 from service.client import CrawlClient, FollowTimeoutError
 from service.contracts import PageResult, utc_now
-from service.crawling.url_policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
 from service.frontier.log import read_job
 from service.gateway.errors import ApiError, not_found, refused
 from service.gateway.jobs import MARKER_KEY, JobKind, JobMarker, JobStatus, JobView
@@ -20,6 +19,7 @@ from service.gateway.maplinks import map_links
 from service.gateway.mapping import Limits
 from service.gateway.results import Page, ResultReader
 from service.gateway.view_reader import ViewReader
+from service.net.policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
 from service.webhooks.payloads import WEBHOOK_KEY
 
 if TYPE_CHECKING:

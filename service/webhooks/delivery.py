@@ -13,7 +13,7 @@ import structlog
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from service.backoff import backoff_s
-from service.crawling.url_policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
+from service.net.policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
 from service.webhooks.payloads import EVENT_ID_HEADER, SIGNATURE_HEADER, signature
 
 if TYPE_CHECKING:

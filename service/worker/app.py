@@ -13,15 +13,15 @@ import structlog
 
 from service.backpressure import Governor, MemorySampler
 from service.backpressure.gate import MemoryGate
+from service.browser.pool import BrowserPool
 from service.contracts import ErrorCode, EventType, RecordSource
 from service.control import ActiveRuns, CancelRegistry, ControlReader
-from service.crawling.browser import BrowserPool
-from service.crawling.egress_proxy import EgressProxy
-from service.crawling.refusals import RefusedTargets
-from service.crawling.robots import HttpRobotsSource, RobotsCache
-from service.crawling.url_policy import UrlPolicy
+from service.egress.proxy import EgressProxy
+from service.egress.refusals import RefusedTargets
 from service.errors import RejectedMessageError
 from service.health import HealthServer
+from service.http import StaticFetcher
+from service.http.robots import HttpRobotsSource, RobotsCache
 from service.logs import get_logger
 from service.messaging.consumer import RequestConsumer
 from service.messaging.dead_letter import send_dead_letter
@@ -29,7 +29,8 @@ from service.messaging.failures import PublishError, root_cause
 from service.messaging.offsets import Verdict
 from service.messaging.publisher import Publisher
 from service.messaging.topics import ensure_topics
-from service.rendering import HostRenderMemory, PageRenderer, StaticFetcher
+from service.net.policy import UrlPolicy
+from service.paths import HostRenderMemory, PageRenderer
 from service.worker.deep import new_run
 from service.worker.deps import WorkerDeps
 from service.worker.intake import parse_request

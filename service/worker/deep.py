@@ -14,20 +14,20 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Final, TypeAlias
 
+from service.content.extract import FollowRules
 from service.contracts import ErrorCode, FrontierRecord
-from service.crawling.extraction import FollowRules
 from service.frontier.log import read_job
 from service.frontier.plan import CrawlPlan, Expansion, SitemapPages
 from service.frontier.sitemap import sitemap_urls
 from service.logs import get_logger
-from service.worker.hosts import host_key
+from service.net.hosts import host_key
 from service.worker.run import RequestRun
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from service.content.page import PageContent
     from service.contracts import CrawlRequest, CrawlSpec, PageResult, RecordSource
-    from service.crawling.fetch import PageContent
     from service.frontier.plan import Admitted
     from service.worker.deps import WorkerDeps
     from service.worker.retry import PageDeadline

@@ -6,15 +6,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from service.browser.pool import BrowserPool
     from service.control import ControlReader
-    from service.crawling.browser import BrowserPool
-    from service.crawling.refusals import RefusedTargets
-    from service.crawling.robots import RobotsCache
-    from service.crawling.url_policy import UrlPolicy
+    from service.egress.refusals import RefusedTargets
     from service.frontier.sitemap import TextSource
+    from service.http.robots import RobotsCache
     from service.messaging.publisher import Publisher
     from service.metrics import Metrics
-    from service.rendering import PageRenderer
+    from service.net.policy import UrlPolicy
+    from service.paths import PageRenderer
     from service.settings import Settings
     from service.worker.scheduler import PageScheduler
 

@@ -21,7 +21,7 @@ from service.contracts import ErrorCode
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from service.crawling.fetch import PageContent
+    from service.content.page import PageContent
     from service.settings import Settings
 
 RETRY_STATUSES: Final = frozenset({429, 503})

@@ -9,25 +9,26 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
+from service.browser import SettleLimits
+from service.browser.render import fetch_page
+from service.content.page import PageContent, failed
 from service.contracts import ErrorCode, EventType, PageResult, result_id_for, utc_now
-from service.crawling import SettleLimits
-from service.crawling.fetch import PageContent, failed, fetch_page
-from service.crawling.robots import USER_AGENT
-from service.crawling.url_policy import BlockedUrlError, UnresolvableHostError
 from service.errors import BrowserUnavailableError
+from service.http.robots import USER_AGENT
 from service.logs import get_logger
 from service.messaging.failures import root_cause
-from service.worker.hosts import host_key
+from service.net.hosts import host_key
+from service.net.policy import BlockedUrlError, UnresolvableHostError
 from service.worker.outputs import RunOutputs
 from service.worker.retry import PageDeadline, RetryPolicy, retry_reason
 from service.worker.scheduler import PageTicket
 from service.worker.stop import Stop
 
 if TYPE_CHECKING:
+    from service.browser.pool import RequestContext
+    from service.content.extract import FollowRules
     from service.contracts import CrawlRequest, RecordSource
     from service.control import Cancel
-    from service.crawling.browser import RequestContext
-    from service.crawling.extraction import FollowRules
     from service.worker.deps import WorkerDeps
 
 log = get_logger(__name__)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from harness import descendants
 
+from service.browser.pool import BrowserPool
+from service.browser.render import fetch_page
 from service.contracts import CrawlOptions, ErrorCode
-from service.crawling.browser import BrowserPool
-from service.crawling.fetch import fetch_page
 from service.settings import Settings
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,7 @@
 """Transient failures are retried within bounds, end to end (Retry-After as Chromium reports
 it). A 404 not retried and robots.txt obeyed are unit tests of the run on in-memory fakes
 (tests/unit/worker/test_run.py); robots.txt through the egress proxy is in
-tests/unit/crawling/test_robots.py."""
+tests/unit/http/test_robots.py."""
 
 from __future__ import annotations
 

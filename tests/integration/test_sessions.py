@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import pytest
 from harness import produce
 
+from service.browser.pool import BrowserPool, RequestContext
 from service.contracts import CrawlOptions, CrawlRequest, EventType, dump
-from service.crawling.browser import BrowserPool, RequestContext
 from service.settings import Settings
 
 if TYPE_CHECKING:

@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Protocol
 from harness import Collected
 from prometheus_client import CollectorRegistry
 
+from service.content.page import PageContent, failed
 from service.contracts import ErrorCode, PageResult, ProgressEvent, utc_now
 from service.control import Cancel
-from service.crawling.fetch import PageContent, failed
-from service.crawling.refusals import RefusedTargets
-from service.crawling.robots import RobotsCache, RobotsFile
+from service.egress.refusals import RefusedTargets
+from service.http.robots import RobotsCache, RobotsFile
+from service.http.static import StaticAnswer
 from service.messaging.publisher import Delivery, Message
 from service.metrics import Metrics
-from service.rendering import HostRenderMemory, PageRenderer
-from service.rendering.static_fetch import StaticAnswer
+from service.paths import HostRenderMemory, PageRenderer
 from service.settings import Settings
 from service.worker.deps import WorkerDeps
 from service.worker.scheduler import FixedGate, PageScheduler, SlotLimits

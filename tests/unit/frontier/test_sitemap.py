@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from service.crawling.robots import RobotsFile
 from service.frontier.sitemap import read_sitemap, sitemap_urls, sitemaps_in_robots
+from service.http.robots import RobotsFile
 
 URLSET = """<?xml version="1.0" encoding="UTF-8"?>
 <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">

@@ -8,8 +8,8 @@ from email.utils import format_datetime
 import pytest
 
 from service.backoff import backoff_s
+from service.content.page import PageContent, failed, parse_retry_after
 from service.contracts import ErrorCode
-from service.crawling.fetch import PageContent, failed, parse_retry_after
 from service.settings import Settings
 from service.worker.retry import MIN_ATTEMPT_S, PageDeadline, RetryPolicy, retry_reason
 

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 from waiting import until
 
 from service.contracts import CrawlOptions, CrawlRequest, ErrorCode, EventType, RecordSource
-from service.crawling.robots import RobotsFile
+from service.http.robots import RobotsFile
 from service.worker.run import RequestRun
 
 SITE = "http://site.test"

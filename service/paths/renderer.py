@@ -1,0 +1,169 @@
+"""One page by the request's `render` option: the browser, HTTP, or HTTP first (`auto`).
+
+`auto` sends a page to the browser at once when the request asks for a screenshot or its host
+keeps needing the browser (`learner.py`); otherwise it fetches the page over HTTP and keeps
+that answer unless it needs scripts (`escalation_reason`). A failure of the HTTP fetch itself
+(blocked, dns, connection, timeout) is kept: the browser goes through the same proxy and
+policy and would meet the same. Whichever path produced the result is in `rendered_by`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import html as html_lib
+import time
+from typing import TYPE_CHECKING, Final
+
+from service.content.page import HTTP_ERROR_FROM, PageContent, failed, page_content
+from service.content.shell import selector_present, shell_reason
+from service.contracts import ErrorCode, Format
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from service.content.extract import FollowRules
+    from service.contracts import CrawlOptions, RenderedBy
+    from service.http.static import StaticAnswer, StaticFetcher
+    from service.metrics import Metrics
+    from service.paths.learner import HostRenderMemory
+
+    BrowserPath = Callable[[float], Awaitable[PageContent]]
+    """Renders the page in the browser within the given seconds."""
+
+MIN_BROWSER_S: Final = 1.0
+"""Least time an escalated page gets in the browser, whatever the HTTP fetch took."""
+
+LEARNED_REASONS: Final = frozenset(
+    {"wait_for", "noscript", "empty_root", "empty_main", "thin_text"}
+)
+"""Escalations that say something about the host's pages (not about the request or a file)."""
+
+
+def escalation_reason(answer: StaticAnswer, wait_for: str | None) -> str | None:
+    """Why an HTTP answer is not the page the browser would give (None: keep it). Pure."""
+    if answer.status >= HTTP_ERROR_FROM or answer.attachment:
+        return None  # an error status or a download: the browser gets the same answer
+    if answer.kind == "other":
+        return "content_type"
+    if wait_for is not None and selector_present(_as_html(answer), wait_for) is not True:
+        return "wait_for"  # absent, or a selector only the browser can judge
+    return shell_reason(answer.body) if answer.kind == "html" else None
+
+
+class PageRenderer:
+    """Renders pages by path; counts pages per path and escalations per reason."""
+
+    def __init__(self, fetcher: StaticFetcher, memory: HostRenderMemory, metrics: Metrics) -> None:
+        self._fetcher = fetcher
+        self._memory = memory
+        self._metrics = metrics
+
+    async def render(
+        self,
+        url: str,
+        options: CrawlOptions,
+        *,
+        host: str,
+        timeout_s: float,
+        max_bytes: int,
+        follow: FollowRules | None,
+        browser: BrowserPath,
+    ) -> PageContent:
+        """The page's content, tagged with the path that produced it; `host` is the page's
+        key for the per-host limit, which the learned decisions are kept by."""
+        if options.render == "browser":
+            return await self._browser(browser, timeout_s)
+        if options.render == "http":
+            answer = await self._fetcher.fetch(url, timeout_s=timeout_s, max_bytes=max_bytes)
+            return self._by("http", await static_content(answer, options, max_bytes, follow))
+        return await self._auto(url, host, options, timeout_s, max_bytes, follow, browser)
+
+    async def _auto(
+        self,
+        url: str,
+        host: str,
+        options: CrawlOptions,
+        timeout_s: float,
+        max_bytes: int,
+        follow: FollowRules | None,
+        browser: BrowserPath,
+    ) -> PageContent:
+        if Format.SCREENSHOT in options.formats:
+            return await self._escalate("screenshot", browser, timeout_s)
+        if self._memory.straight_to_browser(host):
+            return await self._escalate("host_learned", browser, timeout_s)
+        started = time.monotonic()
+        answer = await self._fetcher.fetch(url, timeout_s=timeout_s, max_bytes=max_bytes)
+        if isinstance(answer, PageContent):
+            return self._by("http", answer)
+        reason = await asyncio.to_thread(escalation_reason, answer, options.wait_for)
+        if reason is None:
+            if answer.status < HTTP_ERROR_FROM:
+                self._memory.static_sufficed(host)
+            return self._by("http", await static_content(answer, options, max_bytes, follow))
+        if reason in LEARNED_REASONS:
+            self._memory.needed_browser(host)
+        left_s = max(timeout_s - (time.monotonic() - started), MIN_BROWSER_S)
+        return await self._escalate(reason, browser, left_s)
+
+    async def _escalate(self, reason: str, browser: BrowserPath, timeout_s: float) -> PageContent:
+        self._metrics.render_escalations.labels(reason).inc()
+        return await self._browser(browser, timeout_s)
+
+    async def _browser(self, browser: BrowserPath, timeout_s: float) -> PageContent:
+        return self._by("browser", await browser(timeout_s))
+
+    def _by(self, path: RenderedBy, content: PageContent) -> PageContent:
+        self._metrics.pages_rendered.labels(path).inc()
+        return dataclasses.replace(content, rendered_by=path)
+
+
+async def static_content(
+    answer: StaticAnswer | PageContent,
+    options: CrawlOptions,
+    max_bytes: int,
+    follow: FollowRules | None,
+) -> PageContent:
+    """The result of an HTTP answer, with the fields the browser path would give it."""
+    if isinstance(answer, PageContent):
+        return answer
+    where = {"final_url": answer.url, "status_code": answer.status}
+    if answer.attachment:
+        return failed(ErrorCode.DOWNLOAD, f"{answer.url} is a file download", **where)
+    if answer.kind == "other":
+        message = f"{answer.url}: {answer.media_type} is neither HTML nor text (render `http`)"
+        return failed(ErrorCode.DOWNLOAD, message, **where)
+    html = _as_html(answer)
+    if options.wait_for is not None and answer.status < HTTP_ERROR_FROM:
+        missing = _wait_for_missing(html, options.wait_for, **where)
+        if missing is not None:
+            return missing
+    return await page_content(
+        status=answer.status,
+        final_url=answer.url,
+        html=html,
+        options=options,
+        max_bytes=max_bytes,
+        follow=follow,
+        retry_after=answer.retry_after,
+        truncated=answer.truncated,
+    )
+
+
+def _wait_for_missing(html: str, selector: str, **where: object) -> PageContent | None:
+    present = selector_present(html, selector)
+    if present is None:
+        message = f"wait_for {selector!r} is not a CSS selector (render `http` checks CSS only)"
+        return failed(ErrorCode.INVALID_SELECTOR, message, **where)
+    if not present:
+        message = f"wait_for {selector!r} is not in the static HTML (render `http` runs no scripts)"
+        return failed(ErrorCode.TIMEOUT, message, **where)
+    return None
+
+
+def _as_html(answer: StaticAnswer) -> str:
+    """The document a browser makes of the answer: plain text is shown in a `<pre>`."""
+    if answer.kind == "text":
+        return f"<html><head></head><body><pre>{html_lib.escape(answer.body)}</pre></body></html>"
+    return answer.body

@@ -1,0 +1,52 @@
+"""What the page's probe answers is read defensively: it comes from inside the page."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.browser.navigation import Probe, _parse_probe, is_http
+
+URL = "http://site.example/a"
+
+
+def test_a_well_formed_answer():
+    probe = _parse_probe(
+        [1234.5, 200, URL, ["http://site.example/b", "file:///etc/passwd", "https://x.example/"]],
+        failures=2,
+        url="ignored",
+    )
+    assert probe == Probe(
+        origin=1234.5,
+        status=200,
+        url=URL,
+        leaving=("http://site.example/b", "https://x.example/"),
+        failures=2,
+    )
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [None, "text", [], [1, 2, 3], {"origin": 1}, ["x", "200", None, "not a list"], [1, 2, 3, [7]]],
+)
+def test_garbage_is_an_unknown_document(answer):
+    probe = _parse_probe(answer, failures=0, url=URL)
+    assert probe.leaving == ()
+    assert isinstance(probe.origin, float)
+    assert isinstance(probe.status, int)
+    assert isinstance(probe.url, str)
+
+
+def test_chromium_error_pages_are_failures_and_another_document():
+    page = _parse_probe([1.0, 200, URL, []], failures=0, url=URL)
+    error = _parse_probe([1.0, 0, "chrome-error://chromewebdata/", []], failures=1, url=URL)
+    assert error.failed
+    assert not page.failed
+    assert not error.same_document(page)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [(URL, True), ("HTTPS://x/", True), ("data:,x", False), ("http://[::1/", False), ("", False)],
+)
+def test_is_http(url, expected):
+    assert is_http(url) is expected
