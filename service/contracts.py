@@ -405,6 +405,10 @@ class ErrorCode(StrEnum):
     point or main landmark, little text) for as long as the worker waits for scripts to fill
     it: the page's content never appeared (a script failed, or it needs what the crawl does
     not give it, such as a login)."""
+    BLOCKED_BY_SITE = "blocked_by_site"
+    """The site answered with a bot challenge or block page (403, 429 or 503 with the marks of
+    Cloudflare, Akamai, PerimeterX, DataDome, or a reCAPTCHA, hCaptcha or Turnstile form; the
+    message says what was seen). Retried like a 429; nothing tries to get past it."""
 
 
 class RecordSource(BaseModel):

@@ -15,12 +15,8 @@ import pypdfium2 as pdfium
 
 from service.errors import PermanentError
 
-PDF_TYPE: Final = "application/pdf"
-
-PDF_MAGIC: Final = b"%PDF-"
-"""How a PDF starts (within its first kilobyte, by the specification's implementations)."""
-
-MAGIC_WINDOW: Final = 1024
+PDF_TYPES: Final = frozenset({"application/pdf", "application/x-pdf"})
+"""Media types of a PDF (the second is an old alias servers still send)."""
 
 _PDFIUM: Final = threading.Lock()
 """PDFium may be called by one thread at a time, whatever the document."""
@@ -55,9 +51,9 @@ class PdfText:
         return "\n\n".join(page for page in self.pages if page)
 
 
-def looks_like_pdf(media_type: str, body: bytes) -> bool:
-    """A PDF by its declared type or, served as a generic binary, by its first bytes."""
-    return media_type == PDF_TYPE or PDF_MAGIC in body[:MAGIC_WINDOW]
+def is_pdf(content_type: str) -> bool:
+    """Whether a `Content-Type` value declares a PDF."""
+    return content_type.partition(";")[0].strip().lower() in PDF_TYPES
 
 
 def read_pdf(data: bytes, *, max_pages: int) -> PdfText:

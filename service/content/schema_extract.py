@@ -1,8 +1,9 @@
 """A request's `extract` schema read from a parsed page: the result's `json`.
 
 `Extractor` is the seam: `SelectorExtractor` reads a selector schema (like Crawl4AI's
-`JsonCssExtractionStrategy`); an LLM-backed extractor would be another implementation,
-given the page's markdown as well, chosen by a future option.
+`JsonCssExtractionStrategy`); an LLM-backed extractor (out of scope) would be another
+implementation, chosen by a future option, reading the same input (its markdown made from the
+tree) and giving the same `json`. Extractors run in a worker thread with the page's own tree.
 """
 
 from __future__ import annotations
@@ -23,16 +24,23 @@ _NUMBER: Final = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExtractionInput:
-    """What an extractor may read: the (shaped) page parsed, and its markdown when made."""
+    """What an extractor reads: the page as shaped by the request, parsed, and its URL."""
 
     tree: LexborHTMLParser
-    markdown: str | None = None
+    base_url: str
 
 
 class Extractor(Protocol):
     """Turns a page into the result's `json`."""
 
-    def extract(self, page: ExtractionInput) -> JsonValue: ...
+    def extract(self, page: ExtractionInput) -> JsonValue:
+        """The result's `json` for `page` (it must not mutate the tree)."""
+        ...
+
+
+def extractor_for(schema: ExtractSchema | None) -> Extractor | None:
+    """The extractor a request's `extract` option asks for (None: no `json`)."""
+    return None if schema is None else SelectorExtractor(schema)
 
 
 @dataclass(frozen=True, slots=True)

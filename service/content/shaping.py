@@ -61,6 +61,10 @@ class Shaping:
         return self.only_main_content or bool(self.include or self.exclude)
 
 
+NO_SHAPING: Final = Shaping()
+"""The whole page."""
+
+
 def shaped(tree: LexborHTMLParser, shaping: Shaping) -> LexborHTMLParser:
     """`tree` without what `shaping` leaves out (mutated), or a new tree of only the included
     elements."""

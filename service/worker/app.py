@@ -30,7 +30,7 @@ from service.messaging.offsets import Verdict
 from service.messaging.publisher import Publisher
 from service.messaging.topics import ensure_topics
 from service.net.policy import UrlPolicy
-from service.paths import HostRenderMemory, PageRenderer
+from service.paths import PageRenderer
 from service.worker.deep import new_run
 from service.worker.deps import WorkerDeps
 from service.worker.intake import parse_request
@@ -93,7 +93,7 @@ class Worker:
             robots_source = await stack.enter_async_context(HttpRobotsSource(proxy.access))
             robots = await stack.enter_async_context(RobotsCache(robots_source))
             static = await stack.enter_async_context(StaticFetcher(proxy.access, policy))
-            renderer = PageRenderer(static, HostRenderMemory.from_settings(settings), self._metrics)
+            renderer = PageRenderer.from_settings(static, settings, self._metrics)
             control = await stack.enter_async_context(
                 ControlReader(settings, self._cancels(), self._metrics)
             )

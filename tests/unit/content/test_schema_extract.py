@@ -38,7 +38,9 @@ SCHEMA = {
 
 def _read(schema: dict[str, object], html: str = PRODUCTS) -> object:
     extractor = SelectorExtractor(ExtractSchema.model_validate(schema))
-    return extractor.extract(ExtractionInput(tree=LexborHTMLParser(html)))
+    return extractor.extract(
+        ExtractionInput(tree=LexborHTMLParser(html), base_url="https://shop.example/")
+    )
 
 
 def test_a_product_list_gives_one_object_per_base_match():
