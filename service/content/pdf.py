@@ -1,7 +1,7 @@
 """A PDF's text, page by page, and its metadata, read with pypdfium2 (PDFium).
 
-PDFium is the engine Chromium opens PDFs with (fuzzed with it), and it reads text about two
-orders of magnitude faster than a pure-Python parser, in native code that releases the GIL.
+PDFium is the engine Chromium opens PDFs with (fuzzed with it); it reads text in native code
+that releases the GIL (100 dense pages: 39 ms here, pure-Python pypdf 143 ms holding it).
 PDFium is not thread-safe, so one lock lets one document be read at a time per process.
 """
 
