@@ -6,6 +6,7 @@ PDF, and bot challenges."""
 from __future__ import annotations
 
 import base64
+import json
 
 import pypdfium2 as pdfium
 import pytest
@@ -288,10 +289,13 @@ async def test_a_selector_that_does_not_parse_is_rejected_at_intake(
 ):
     """The request is rejected with `invalid_selector` naming the selector; none of its
     pages is fetched."""
-    value = (
-        b'{"request_id": "bad-selector", "urls": ["' + site.url("/content/never-fetched").encode() + b'"],'
-        b' "options": {"include_tags": ["article", "div >"]}}'
-    )
+    value = json.dumps(
+        {
+            "request_id": "bad-selector",
+            "urls": [site.url("/content/never-fetched")],
+            "options": {"include_tags": ["article", "div >"]},
+        }
+    ).encode()
     await produce(shared_topics, [(b"bad-selector", value)])
     await shared_collector.wait_until(
         lambda seen: seen.terminal("bad-selector"), deadline_s=DEADLINE_S
