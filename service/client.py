@@ -34,6 +34,7 @@ from service.messaging.chunks import Reassembler
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 from service.messaging.publisher import Publisher
+from service.messaging.reader import PartitionSpan
 from service.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -252,25 +253,10 @@ class CrawlClient:
                 for tp in await self._partitions(request_id)
                 if tp.topic == self._settings.progress_topic
             ]
-            consumer.assign([progress])
-            ends = await consumer.end_offsets([progress])
-            starts = await consumer.beginning_offsets([progress])
-            consumer.seek(progress, starts[progress])  # not seek_to_beginning: it races the reset
+            span = await PartitionSpan.seek(consumer, [progress])
             async with asyncio.timeout(self._settings.kafka_timeout.total_seconds()):
-                last = await self._latest_event(consumer, progress, ends[progress], request_id)
+                last = await _latest_event(span, request_id)
         return RequestStatus.of(request_id, last)
-
-    async def _latest_event(
-        self, consumer: AIOKafkaConsumer, progress: TopicPartition, end: int, request_id: str
-    ) -> ProgressEvent | None:
-        last: ProgressEvent | None = None
-        key = request_id.encode()
-        while await consumer.position(progress) < end:
-            batch = await consumer.getmany(progress, timeout_ms=POLL_TIMEOUT_MS)
-            for record in batch.get(progress, []):
-                if record.key == key:
-                    last = ProgressEvent.model_validate_json(record.value)
-        return last
 
     def _follower(self) -> AIOKafkaConsumer:
         return _StartedConsumer(self._settings)
@@ -305,6 +291,16 @@ class CrawlClient:
             return await self._beginnings(consumer, submission)
         known = self._starts.get(submission)
         return known or await self._beginnings(consumer, submission.request_id)
+
+
+async def _latest_event(span: PartitionSpan, request_id: str) -> ProgressEvent | None:
+    """The last event of `request_id` in the progress topic's `span`."""
+    last: ProgressEvent | None = None
+    key = request_id.encode()
+    async for record in span.records(poll_timeout_ms=POLL_TIMEOUT_MS):
+        if record.key == key:
+            last = ProgressEvent.model_validate_json(record.value)
+    return last
 
 
 class _StartedConsumer(AIOKafkaConsumer):  # type: ignore[misc]

@@ -26,6 +26,7 @@ from service.logs import get_logger
 from service.messaging.chunks import Reassembler
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
+from service.messaging.reader import PartitionSpan
 from service.messaging.topics import partition_for
 
 if TYPE_CHECKING:
@@ -78,19 +79,12 @@ async def _read(
     async with asyncio.timeout(settings.kafka_timeout.total_seconds()):
         await consumer.start()
         try:
-            consumer.assign([tp])
-            end = (await consumer.end_offsets([tp]))[tp]
-            found = await consumer.offsets_for_times({tp: max(since_ms - CLOCK_SKEW_MS, 0)})
-            start = found[tp].offset if found.get(tp) is not None else end
-            consumer.seek(tp, start)
-            position = start
-            while position < end:
-                batch = await consumer.getmany(tp, timeout_ms=FETCH_TIMEOUT_MS)
-                for record in batch.get(tp, []):
-                    if record.offset < end and record.key == key:
-                        value = _joined(chunks, record.value, list(record.headers))
-                        _keep(records, value, source)
-                position = await consumer.position(tp)
+            since = max(since_ms - CLOCK_SKEW_MS, 0)
+            span = await PartitionSpan.seek(consumer, [tp], since_ms=since)
+            async for record in span.records(poll_timeout_ms=FETCH_TIMEOUT_MS):
+                if record.key == key:
+                    value = _joined(chunks, record.value, list(record.headers))
+                    _keep(records, value, source)
         finally:
             await consumer.stop()
     log.info(

@@ -13,10 +13,9 @@ from service.messaging.dead_letter import DEAD_LETTER_HEADERS, TRUNCATED
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 from service.messaging.publisher import Publisher
+from service.messaging.reader import PartitionSpan
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
     from aiokafka import ConsumerRecord
 
     from service.settings import Settings
@@ -45,13 +44,12 @@ async def replay_dead_letters(
             for n in sorted(numbers)
             if partition is None or n == partition
         ]
-        ends = await consumer.end_offsets(partitions)
-        consumer.assign(partitions)
-        for tp in partitions:
-            consumer.seek(tp, from_offset)
+        span = await PartitionSpan.seek(
+            consumer, partitions, from_offset=from_offset, to_offset=to_offset
+        )
         async with Publisher(settings) as publisher:
             count = 0
-            async for record in _records(consumer, ends, to_offset):
+            async for record in span.records(poll_timeout_ms=POLL_TIMEOUT_MS):
                 if _is_cut(record):
                     log.warning("replay.skipped_cut", partition=record.partition,
                                 offset=record.offset)  # fmt: skip
@@ -65,28 +63,6 @@ async def replay_dead_letters(
             return count
     finally:
         await asyncio.wait_for(consumer.stop(), timeout_s)
-
-
-async def _records(
-    consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int], to_offset: int | None
-) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
-    remaining = {tp for tp, end in ends.items() if end > 0}
-    while remaining:
-        batch = await consumer.getmany(*remaining, timeout_ms=POLL_TIMEOUT_MS)
-        for tp, records in batch.items():
-            for record in records:
-                if record.offset >= ends[tp] or (
-                    to_offset is not None and record.offset > to_offset
-                ):
-                    remaining.discard(tp)
-                    break
-                yield record
-            else:
-                if await consumer.position(tp) >= ends[tp]:
-                    remaining.discard(tp)
-        for tp in list(remaining):
-            if await consumer.position(tp) >= ends[tp]:
-                remaining.discard(tp)
 
 
 def _is_cut(record: ConsumerRecord[bytes, bytes]) -> bool:
