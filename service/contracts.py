@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 SCHEMA_VERSION: Final = 1
 """The version every message of this module carries; a reader rejects any other."""
@@ -100,6 +101,10 @@ class Format(StrEnum):
     LINKS = "links"
     METADATA = "metadata"
     SCREENSHOT = "screenshot"
+    STRUCTURED_DATA = "structured_data"
+    """JSON-LD, microdata and Open Graph, parsed (`PageResult.structured_data`)."""
+    PDF = "pdf"
+    """The rendered page printed to PDF (`PageResult.pdf`); the browser only."""
 
 
 class ResourceType(StrEnum):
@@ -122,6 +127,91 @@ class _Untrusted(BaseModel):
     """Base of messages written by other teams' producers: strict about unknown fields."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+MAX_SHAPING_SELECTORS: Final = 32
+"""Selectors in each of `include_tags` and `exclude_tags`."""
+
+MAX_EXTRACT_FIELDS: Final = 200
+"""Fields in one `extract` schema, nested ones included."""
+
+MAX_EXTRACT_DEPTH: Final = 5
+"""Levels of `nested` and `list` fields with `fields` inside one another."""
+
+
+def _css_selector(selector: str) -> str:
+    """`selector` when lexbor (the engine that applies it) parses it; else `invalid_selector`."""
+    from service.content.selectors import css_problem  # noqa: PLC0415 (import cycle)
+
+    problem = css_problem(selector)
+    if problem is not None:
+        raise PydanticCustomError(
+            "invalid_selector",
+            "{selector} is not a CSS selector: {problem}",
+            {"selector": repr(selector), "problem": problem},
+        )
+    return selector
+
+
+CssSelector = Annotated[
+    str, StringConstraints(min_length=1, max_length=1024), AfterValidator(_css_selector)
+]
+"""A CSS selector that lexbor parses; a request with one that does not is rejected with
+`invalid_selector`."""
+
+ExtractType = Literal["text", "html", "attribute", "number", "list", "nested"]
+
+
+class ExtractField(_Untrusted):
+    """One field of an `extract` schema, read from the elements `selector` matches within
+    the object's element."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    """The key in the object."""
+    selector: CssSelector | None = None
+    """Where the value is, within the object's element; absent: the element itself."""
+    type: ExtractType = "text"
+    """`text` (whitespace collapsed), `html` (outer HTML), `attribute` (`attribute`'s value,
+    as written), `number` (the first number in the text; `,` groups thousands), `list` (every
+    match: strings of their text, or objects of `fields`), `nested` (an object of `fields`
+    read within the first match). The others read the first match."""
+    attribute: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
+    """The attribute read by `type: attribute`."""
+    fields: tuple[ExtractField, ...] | None = Field(default=None, min_length=1)
+    """The fields of each object of a `nested` or `list` field."""
+    default: JsonValue = None
+    """The value when the selector matches nothing (or the attribute or number is absent)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ExtractField:
+        if self.type == "attribute" and self.attribute is None:
+            raise ValueError(f"field {self.name!r}: type `attribute` needs `attribute`")
+        if self.type == "nested" and self.fields is None:
+            raise ValueError(f"field {self.name!r}: type `nested` needs `fields`")
+        if self.fields is not None and self.type not in {"nested", "list"}:
+            raise ValueError(f"field {self.name!r}: only `nested` and `list` take `fields`")
+        return self
+
+
+def _size_of(fields: tuple[ExtractField, ...], depth: int = 1) -> int:
+    if depth > MAX_EXTRACT_DEPTH:
+        raise ValueError(f"extract: fields nested more than {MAX_EXTRACT_DEPTH} deep")
+    return sum(1 + _size_of(field.fields or (), depth + 1) for field in fields)
+
+
+class ExtractSchema(_Untrusted):
+    """A selector schema: the page's data as a list of objects (one per `base_selector`
+    match) or one object (without it), on the result's `json`."""
+
+    base_selector: CssSelector | None = None
+    """One object per element it matches, in document order; absent: one object, the page."""
+    fields: tuple[ExtractField, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ExtractSchema:
+        if _size_of(self.fields) > MAX_EXTRACT_FIELDS:
+            raise ValueError(f"extract: more than {MAX_EXTRACT_FIELDS} fields")
+        return self
 
 
 RenderMode = Literal["browser", "http", "auto"]
@@ -166,6 +256,18 @@ class CrawlOptions(_Untrusted):
     """Isolation key: requests with the same `session` may share one browser context (cookies,
     storage, cache) on purpose, also at the same time on one worker; without it a request gets
     a context of its own that no other request ever sees."""
+    only_main_content: bool = False
+    """Markdown, text and `json` leave out what is not the page's main content: `nav`,
+    `aside`, a `header` or `footer` outside an article or section, the roles navigation,
+    banner, contentinfo, complementary and dialog, and cookie or consent banners (an id, class
+    or `aria-label` naming cookie, consent or gdpr)."""
+    include_tags: tuple[CssSelector, ...] = Field(default=(), max_length=MAX_SHAPING_SELECTORS)
+    """CSS selectors: when given, markdown, text and `json` are made of only the elements
+    they match (outermost first, in document order)."""
+    exclude_tags: tuple[CssSelector, ...] = Field(default=(), max_length=MAX_SHAPING_SELECTORS)
+    """CSS selectors of elements left out of markdown, text and `json`."""
+    extract: ExtractSchema | None = None
+    """A selector schema read from every page into the result's `json` (no format needed)."""
 
     _unique_formats = field_validator("formats", "block_resources")(_sorted_unique)
 
@@ -173,6 +275,8 @@ class CrawlOptions(_Untrusted):
     def _screenshot_needs_a_browser(self) -> CrawlOptions:
         if self.render == "http" and Format.SCREENSHOT in self.formats:
             raise ValueError("render `http` cannot take screenshots: use `auto` or `browser`")
+        if self.render == "http" and Format.PDF in self.formats:
+            raise ValueError("render `http` cannot print pages to PDF: use `auto` or `browser`")
         return self
 
 
@@ -278,7 +382,9 @@ class ErrorCode(StrEnum):
     """The URL cannot be parsed or loaded."""
     INVALID_SELECTOR = "invalid_selector"
     """The request's `wait_for` is not a selector the browser can evaluate (a syntax error, an
-    unknown selector engine); every page of that request fails the same way."""
+    unknown selector engine); every page of that request fails the same way. (A selector of
+    `include_tags`, `exclude_tags` or `extract` that does not parse is rejected at intake with
+    this code.)"""
     BROWSER_CRASH = "browser_crash"
     """The renderer or the browser died while loading the page."""
     TOO_LARGE = "too_large"
@@ -299,6 +405,10 @@ class ErrorCode(StrEnum):
     point or main landmark, little text) for as long as the worker waits for scripts to fill
     it: the page's content never appeared (a script failed, or it needs what the crawl does
     not give it, such as a login)."""
+    BLOCKED_BY_SITE = "blocked_by_site"
+    """The site answered with a bot challenge or block page (403, 429 or 503 with the marks of
+    Cloudflare, Akamai, PerimeterX, DataDome, or a reCAPTCHA, hCaptcha or Turnstile form; the
+    message says what was seen). Retried like a 429; nothing tries to get past it."""
 
 
 class RecordSource(BaseModel):
@@ -339,6 +449,40 @@ class PageMetadata(BaseModel):
     """`og:*` properties without the prefix, e.g. `{"title": ..., "image": ...}`."""
 
 
+class StructuredData(BaseModel):
+    """What a page declares about itself in machine-readable markup."""
+
+    model_config = ConfigDict(frozen=True)
+
+    json_ld: list[JsonValue] = Field(default_factory=list)
+    """Each `<script type="application/ld+json">` block, parsed (a block holding an array
+    gives its items); blocks that are not JSON are left out."""
+    microdata: list[dict[str, JsonValue]] = Field(default_factory=list)
+    """Top-level `itemscope` items: `{"type": ..., "properties": {...}}` (an item's value as
+    another item, repeated properties as lists)."""
+    open_graph: dict[str, str] = Field(default_factory=dict)
+    """Open Graph properties with their prefix, e.g. `{"og:title": ...}`; the first of a
+    repeated property."""
+
+
+class DocumentInfo(BaseModel):
+    """A page that is a document (a PDF) rather than HTML."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["pdf"] = "pdf"
+    title: str | None = None
+    author: str | None = None
+    page_count: int = Field(ge=0)
+    """The document's own number of pages."""
+    pages_read: int = Field(ge=0)
+    """Pages whose text is in the result: at most `CRAWL_MAX_PDF_PAGES` (`truncated` says
+    when fewer than `page_count`)."""
+    text_layer: bool = True
+    """False for a scanned document: its pages are images without text, so markdown and text
+    are empty (no OCR is done)."""
+
+
 class PageResult(BaseModel):
     """One page of a request, written by workers to the results topic, keyed by request_id.
 
@@ -346,7 +490,7 @@ class PageResult(BaseModel):
     (see the README, "Large results"); `crawlstream.client` reassembles them.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, validate_by_name=True, serialize_by_alias=True)
 
     schema_version: Literal[1] = SCHEMA_VERSION
     request_id: str
@@ -368,8 +512,16 @@ class PageResult(BaseModel):
     metadata: PageMetadata | None = None
     screenshot: str | None = None
     """PNG, base64."""
+    pdf: str | None = None
+    """The rendered page printed to PDF (format `pdf`), base64."""
+    json_data: JsonValue = Field(default=None, alias="json")
+    """What the request's `extract` schema read (a list of objects, or one object)."""
+    structured_data: StructuredData | None = None
+    document: DocumentInfo | None = None
+    """Set when the URL answered with a PDF: its metadata and how much of it was read."""
     truncated: bool = False
-    """Some content was cut at the worker's `CRAWL_MAX_RESULT_BYTES`."""
+    """Some content was cut at the worker's `CRAWL_MAX_RESULT_BYTES`, or a PDF's text at
+    `CRAWL_MAX_PDF_PAGES`."""
     elapsed_ms: int
     fetched_at: Timestamp
     worker: str

@@ -174,6 +174,9 @@ class Settings(BaseSettings):
     """Upper bound on a request's `deadline_ms`."""
     max_result_bytes: ByteSize = ByteSize(20_000_000)
     """Hard cap on one page's content; beyond it content is cut and `truncated` is set."""
+    max_pdf_pages: int = Field(default=100, ge=1)
+    """Pages of a PDF whose text is read; beyond them the text stops and `truncated` is set
+    (`document.page_count` is still the document's own)."""
     shutdown_grace: Seconds = timedelta(seconds=20)
     """On SIGTERM, how long in-flight pages may take to finish before they are handed back."""
     max_pages_per_host: int = Field(default=4, ge=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from playwright.async_api import Error as PlaywrightError
@@ -20,7 +21,8 @@ from service.browser.failures import (
 from service.browser.navigation import NavigationWatch
 from service.browser.settle import Reading, SettleLimits, read_settled
 from service.content.page import PageContent, failed, page_content
-from service.contracts import ErrorCode
+from service.content.pdf import is_pdf
+from service.contracts import ErrorCode, Format
 from service.egress.verdict import HTTP_FORBIDDEN, proxy_refusal
 from service.errors import BrowserUnavailableError
 
@@ -112,15 +114,39 @@ async def _render(
         raise
     except PlaywrightError as exc:
         return await _goto_failed(exc, watch, url, options, max_bytes)
+    if response is not None and is_pdf(response.headers.get("content-type", "")):
+        return _a_document(response)
     reading = await read_settled(page, watch, options, navigation, deadline, settle)
     answer = response if response is not None and _made(response, reading) else None
     refused = proxy_failure(answer) or _refused(watch, reading)
     if refused is not None:
         return refused
     shot = base64.b64encode(reading.screenshot).decode() if reading.screenshot else None
+    printed = await _printed(page, deadline) if Format.PDF in options.formats else None
     return await _content(
-        reading.status, answer, reading.url, reading.html, shot, options, max_bytes, follow
+        reading.status,
+        answer,
+        reading.url,
+        reading.html,
+        _Pictures(screenshot=shot, pdf=printed),
+        options,
+        max_bytes,
+        follow,
     )
+
+
+def _a_document(response: Response) -> PageContent:
+    """The browser's PDF viewer is no page to read: a `download` failure, which the renderer
+    answers by fetching the document over HTTP (`paths.renderer`)."""
+    message = f"{response.url}: a PDF document, not a page"
+    return failed(ErrorCode.DOWNLOAD, message, final_url=response.url, status_code=response.status)
+
+
+async def _printed(page: Page, deadline: StepDeadline) -> str:
+    """The page printed to PDF (print media, backgrounds drawn), base64."""
+    async with asyncio.timeout(deadline.remaining_s()):
+        printed = await page.pdf(print_background=True)
+    return base64.b64encode(printed).decode()
 
 
 async def _goto(page: Page, url: str, options: CrawlOptions, timeout_s: float) -> Response | None:
@@ -170,7 +196,7 @@ def _refused(watch: NavigationWatch, reading: Reading) -> PageContent | None:
 
 async def _no_content(url: str, status: int, options: CrawlOptions, max_bytes: int) -> PageContent:
     """The server answered the navigation with nothing to show (204, 205): an empty page."""
-    return await _content(status, None, url, "", None, options, max_bytes)
+    return await _content(status, None, url, "", _Pictures(), options, max_bytes)
 
 
 async def _content(
@@ -178,23 +204,33 @@ async def _content(
     answer: Response | None,
     final_url: str,
     html: str,
-    screenshot: str | None,
+    pictures: _Pictures,
     options: CrawlOptions,
     max_bytes: int,
     follow: FollowRules | None = None,
 ) -> PageContent:
     """The result of a document read: `status` of the answer that made it, `answer` itself
-    when known (for `Retry-After`)."""
+    when known (for `Retry-After` and the marks of a challenge page)."""
     return await page_content(
         status=status,
         final_url=final_url,
         html=html,
         options=options,
         max_bytes=max_bytes,
-        screenshot=screenshot,
+        screenshot=pictures.screenshot,
+        pdf=pictures.pdf,
         follow=follow,
         retry_after=answer.headers.get("retry-after") if answer is not None else None,
+        headers=answer.headers if answer is not None else None,
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Pictures:
+    """What the browser took of the page, base64: a screenshot, a printed PDF."""
+
+    screenshot: str | None = None
+    pdf: str | None = None
 
 
 def proxy_failure(response: Response | None) -> PageContent | None:

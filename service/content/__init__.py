@@ -1,4 +1,5 @@
-"""Content: the page model both render paths give, HTML extraction and the app-shell detector."""
+"""Content: the page model both render paths give, HTML extraction and the app-shell detector;
+shaping, selector schemas, structured data, PDF text and the marks of a bot challenge."""
 
 from service.content.extract import Extracted, extract
 from service.content.page import PageContent

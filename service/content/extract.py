@@ -15,11 +15,19 @@ from service.content.guard import MAX_PARSE_WORK, parse_work
 from service.content.links import document_base, followable_links, links_of
 from service.content.metadata import canonical_of, metadata_of, title_of
 from service.content.readable import markdown_of, text_of, visible_content
+from service.content.schema_extract import ExtractionInput
+from service.content.shaping import NO_SHAPING, Shaping, shaped
+from service.content.structured import structured_data
 from service.contracts import Format, Links, PageMetadata
 from service.errors import PermanentError
 
 if TYPE_CHECKING:
     from collections.abc import Collection
+
+    from pydantic import JsonValue
+
+    from service.content.schema_extract import Extractor
+    from service.contracts import StructuredData
 
 _NUL: Final = "\x00"
 """Dropped from the input: the parser drops it from text too, and text extraction uses it."""
@@ -47,6 +55,9 @@ class Extracted:
     metadata: PageMetadata | None = None
     outlinks: Outlinks | None = None
     """What a deep crawl follows from the page, when asked for."""
+    json_data: JsonValue = None
+    """What the request's extractor read, when it has one."""
+    structured_data: StructuredData | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,9 +88,14 @@ def extract(
     base_url: str,
     formats: Collection[Format],
     follow: FollowRules | None = None,
+    shaping: Shaping = NO_SHAPING,
+    extractor: Extractor | None = None,
 ) -> Extracted:
     """Parse `html` of the page at `base_url` once and build the outputs `formats` asks for
-    (and the links to follow, when `follow` is given).
+    (and the links to follow, when `follow` is given; the `json` of `extractor`, when given).
+
+    Links, metadata, structured data and the links to follow come from the whole document;
+    `shaping` then narrows what markdown, text and `json` are made of.
 
     Raises HtmlTooComplexError for pathologically nested documents.
     """
@@ -104,6 +120,14 @@ def extract(
             ),
             canonical=canonical_of(tree, resolver),
         )
+    structured = None
+    if Format.STRUCTURED_DATA in wanted:
+        structured = structured_data(html, base_url=resolver.base)
+    if shaping.shapes:
+        tree = shaped(tree, shaping)
+    json_data = None
+    if extractor is not None:
+        json_data = extractor.extract(ExtractionInput(tree=tree, base_url=resolver.base))
     readable = _readable(tree, resolver.base, wanted)
     return Extracted(
         title=title,
@@ -113,6 +137,8 @@ def extract(
         links=links,
         metadata=metadata,
         outlinks=outlinks,
+        json_data=json_data,
+        structured_data=structured,
     )
 
 

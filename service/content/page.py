@@ -10,12 +10,19 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Final
 
-from service.content.extract import HtmlTooComplexError, Outlinks, extract
+from service.content.blocking import challenge_seen
+from service.content.extract import Extracted, HtmlTooComplexError, Outlinks, extract
+from service.content.schema_extract import extractor_for
+from service.content.shaping import Shaping
 from service.contracts import ErrorCode, Format, Links, PageError, PageMetadata, PageResult
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pydantic import JsonValue
+
     from service.content.extract import FollowRules
-    from service.contracts import CrawlOptions, RenderedBy
+    from service.contracts import CrawlOptions, DocumentInfo, RenderedBy, StructuredData
 
 HTTP_ERROR_FROM: Final = 400
 
@@ -35,6 +42,10 @@ class PageContent:
     links: Links | None = None
     metadata: PageMetadata | None = None
     screenshot: str | None = None
+    pdf: str | None = None
+    json_data: JsonValue = None
+    structured_data: StructuredData | None = None
+    document: DocumentInfo | None = None
     truncated: bool = False
     retry_after_s: float | None = None
     """Seconds the server asked to wait before trying again (`Retry-After`), if it said."""
@@ -64,28 +75,27 @@ async def page_content(
     options: CrawlOptions,
     max_bytes: int,
     screenshot: str | None = None,
+    pdf: str | None = None,
     follow: FollowRules | None = None,
     retry_after: str | None = None,
+    headers: Mapping[str, str] | None = None,
     truncated: bool = False,
 ) -> PageContent:
     """Extract what `options` asks for from a document's HTML, whichever path fetched it:
-    `status` of the answer that made it, its `Retry-After` value, and whether the document
-    was already cut short (`truncated`)."""
+    `status` and `headers` (lower-case names) of the answer that made it, its `Retry-After`
+    value, and whether the document was already cut short (`truncated`)."""
     kept_html, cut_html = cut(html, max_bytes)
     try:
-        extracted = await asyncio.to_thread(
-            extract, kept_html or "", base_url=final_url, formats=options.formats, follow=follow
+        extracted, error = await asyncio.to_thread(
+            _extracted, kept_html or "", final_url, status, headers or {}, options, follow
         )
     except HtmlTooComplexError as exc:
         return failed(ErrorCode.TOO_LARGE, str(exc), final_url=final_url)
     markdown, cut_markdown = cut(extracted.markdown, max_bytes)
     text, cut_text = cut(extracted.text, max_bytes)
     too_big_shot = screenshot is not None and len(screenshot) > max_bytes
-    error = None
-    retry_after_s = None
-    if status is not None and status >= HTTP_ERROR_FROM:
-        error = PageError(code=ErrorCode.HTTP_ERROR, message=f"HTTP {status}")
-        retry_after_s = parse_retry_after(retry_after)
+    too_big_pdf = pdf is not None and len(pdf) > max_bytes
+    retry_after_s = parse_retry_after(retry_after) if error is not None else None
     return PageContent(
         ok=error is None,
         final_url=final_url,
@@ -98,10 +108,40 @@ async def page_content(
         links=extracted.links,
         metadata=extracted.metadata,
         screenshot=None if too_big_shot else screenshot,
-        truncated=truncated or cut_html or cut_markdown or cut_text or too_big_shot,
+        pdf=None if too_big_pdf else pdf,
+        json_data=extracted.json_data,
+        structured_data=extracted.structured_data,
+        truncated=truncated or cut_html or cut_markdown or cut_text or too_big_shot or too_big_pdf,
         retry_after_s=retry_after_s,
         outlinks=extracted.outlinks if error is None else None,
     )
+
+
+def _extracted(
+    html: str,
+    final_url: str,
+    status: int | None,
+    headers: Mapping[str, str],
+    options: CrawlOptions,
+    follow: FollowRules | None,
+) -> tuple[Extracted, PageError | None]:
+    """The outputs of the document, and the error its status makes of it: a challenge or block
+    page is `blocked_by_site` (with what was seen), other refusals `http_error`."""
+    extracted = extract(
+        html,
+        base_url=final_url,
+        formats=options.formats,
+        follow=follow,
+        shaping=Shaping.from_options(options),
+        extractor=extractor_for(options.extract),
+    )
+    if status is None or status < HTTP_ERROR_FROM:
+        return extracted, None
+    seen = challenge_seen(status, headers, html)
+    if seen is not None:
+        message = f"HTTP {status}: {seen}"
+        return extracted, PageError(code=ErrorCode.BLOCKED_BY_SITE, message=message)
+    return extracted, PageError(code=ErrorCode.HTTP_ERROR, message=f"HTTP {status}")
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:

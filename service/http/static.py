@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal, Self
 from urllib.parse import urljoin, urlsplit
 
@@ -26,11 +26,13 @@ import aiohttp
 from aiohttp import hdrs
 
 from service.content.page import PageContent, failed
+from service.content.pdf import is_pdf
 from service.contracts import ErrorCode
 from service.egress.verdict import proxy_refusal, proxy_verdict
 from service.net.policy import BlockedUrlError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from types import TracebackType
 
     from multidict import CIMultiDictProxy
@@ -69,12 +71,13 @@ HTML_TYPES: Final = frozenset({"text/html", "application/xhtml+xml", ""})
 TEXT_TYPES: Final = frozenset({"text/plain"})
 """Media types returned as text."""
 
-ContentKind = Literal["html", "text", "other"]
+ContentKind = Literal["html", "text", "pdf", "other"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StaticAnswer:
-    """The final answer of a fetch, redirects followed; `body` is read only for HTML and text."""
+    """The final answer of a fetch, redirects followed; `body` is read only for HTML and text,
+    `data` only for a PDF."""
 
     url: str
     status: int
@@ -86,6 +89,10 @@ class StaticAnswer:
     retry_after: str | None
     attachment: bool
     """The server asked to save the answer as a file (`Content-Disposition: attachment`)."""
+    data: bytes = b""
+    """The bytes of a PDF (kind `pdf`)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The answer's headers, lower-case names (the first of a repeated one)."""
 
 
 class StaticFetcher:
@@ -168,24 +175,28 @@ async def _answer(response: aiohttp.ClientResponse, max_bytes: int) -> StaticAns
     kind = content_kind(media_type)
     attachment = _is_attachment(response.headers)
     body, truncated = b"", False
-    if kind != "other" and not attachment:
+    if kind == "pdf" or (kind != "other" and not attachment):
         body, truncated = await _read_capped(response, max_bytes)
     return StaticAnswer(
         url=str(response.url),
         status=response.status,
         media_type=media_type,
         kind=kind,
-        body=decode(body, response.charset, html=kind == "html"),
+        body="" if kind == "pdf" else decode(body, response.charset, html=kind == "html"),
         truncated=truncated,
         retry_after=response.headers.get(hdrs.RETRY_AFTER),
         attachment=attachment,
+        data=body if kind == "pdf" else b"",
+        headers={name.lower(): value for name, value in reversed(list(response.headers.items()))},
     )
 
 
 def content_kind(media_type: str) -> ContentKind:
-    """How a media type is read: extracted as HTML, returned as text, or neither."""
+    """How a media type is read: extracted as HTML, returned as text, read as a PDF, or none."""
     if media_type in HTML_TYPES:
         return "html"
+    if is_pdf(media_type):  # read also when sent as an attachment
+        return "pdf"
     return "text" if media_type in TEXT_TYPES else "other"
 
 

@@ -13,11 +13,15 @@ import asyncio
 import dataclasses
 import html as html_lib
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from service.content.blocking import challenge_seen
+from service.content.document import DEFAULT_MAX_PDF_PAGES, pdf_content
 from service.content.page import HTTP_ERROR_FROM, PageContent, failed, page_content
 from service.content.shell import selector_present, shell_reason
 from service.contracts import ErrorCode, Format
+from service.paths.learner import HostRenderMemory
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -26,22 +30,32 @@ if TYPE_CHECKING:
     from service.contracts import CrawlOptions, RenderedBy
     from service.http.static import StaticAnswer, StaticFetcher
     from service.metrics import Metrics
-    from service.paths.learner import HostRenderMemory
+    from service.settings import Settings
 
     BrowserPath = Callable[[float], Awaitable[PageContent]]
     """Renders the page in the browser within the given seconds."""
+
+BROWSER_FORMATS: Final = ((Format.SCREENSHOT, "screenshot"), (Format.PDF, "pdf_format"))
+"""Formats only the browser makes, and the escalation reason each counts under."""
 
 MIN_BROWSER_S: Final = 1.0
 """Least time an escalated page gets in the browser, whatever the HTTP fetch took."""
 
 LEARNED_REASONS: Final = frozenset(
-    {"wait_for", "noscript", "empty_root", "empty_main", "thin_text"}
+    {"wait_for", "noscript", "empty_root", "empty_main", "thin_text", "blocked_by_site"}
 )
 """Escalations that say something about the host's pages (not about the request or a file)."""
 
 
 def escalation_reason(answer: StaticAnswer, wait_for: str | None) -> str | None:
-    """Why an HTTP answer is not the page the browser would give (None: keep it). Pure."""
+    """Why an HTTP answer is not the page the browser would give (None: keep it). Pure.
+
+    A bot challenge goes to the browser, which runs its script as any browser does (a
+    challenge that wants more stays `blocked_by_site` there too)."""
+    if answer.kind == "html" and challenge_seen(answer.status, answer.headers, answer.body):
+        return "blocked_by_site"
+    if answer.kind == "pdf":
+        return None  # read here; the browser would fetch it the same way
     if answer.status >= HTTP_ERROR_FROM or answer.attachment:
         return None  # an error status or a download: the browser gets the same answer
     if answer.kind == "other":
@@ -54,10 +68,25 @@ def escalation_reason(answer: StaticAnswer, wait_for: str | None) -> str | None:
 class PageRenderer:
     """Renders pages by path; counts pages per path and escalations per reason."""
 
-    def __init__(self, fetcher: StaticFetcher, memory: HostRenderMemory, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        fetcher: StaticFetcher,
+        memory: HostRenderMemory,
+        metrics: Metrics,
+        *,
+        max_pdf_pages: int = DEFAULT_MAX_PDF_PAGES,
+    ) -> None:
         self._fetcher = fetcher
         self._memory = memory
         self._metrics = metrics
+        self._max_pdf_pages = max_pdf_pages
+
+    @classmethod
+    def from_settings(
+        cls, fetcher: StaticFetcher, settings: Settings, metrics: Metrics
+    ) -> PageRenderer:
+        memory = HostRenderMemory.from_settings(settings)
+        return cls(fetcher, memory, metrics, max_pdf_pages=settings.max_pdf_pages)
 
     async def render(
         self,
@@ -72,47 +101,65 @@ class PageRenderer:
     ) -> PageContent:
         """The page's content, tagged with the path that produced it; `host` is the page's
         key for the per-host limit, which the learned decisions are kept by."""
+        page = _Page(url=url, options=options, max_bytes=max_bytes, follow=follow)
         if options.render == "browser":
-            return await self._browser(browser, timeout_s)
+            return await self._browser(page, browser, timeout_s)
         if options.render == "http":
             answer = await self._fetcher.fetch(url, timeout_s=timeout_s, max_bytes=max_bytes)
-            return self._by("http", await static_content(answer, options, max_bytes, follow))
-        return await self._auto(url, host, options, timeout_s, max_bytes, follow, browser)
+            return self._by("http", await self._static(answer, page))
+        return await self._auto(page, host, timeout_s, browser)
 
     async def _auto(
-        self,
-        url: str,
-        host: str,
-        options: CrawlOptions,
-        timeout_s: float,
-        max_bytes: int,
-        follow: FollowRules | None,
-        browser: BrowserPath,
+        self, page: _Page, host: str, timeout_s: float, browser: BrowserPath
     ) -> PageContent:
-        if Format.SCREENSHOT in options.formats:
-            return await self._escalate("screenshot", browser, timeout_s)
+        for format_, format_reason in BROWSER_FORMATS:
+            if format_ in page.options.formats:
+                return await self._escalate(format_reason, page, browser, timeout_s)
         if self._memory.straight_to_browser(host):
-            return await self._escalate("host_learned", browser, timeout_s)
+            return await self._escalate("host_learned", page, browser, timeout_s)
         started = time.monotonic()
-        answer = await self._fetcher.fetch(url, timeout_s=timeout_s, max_bytes=max_bytes)
+        answer = await self._fetcher.fetch(page.url, timeout_s=timeout_s, max_bytes=page.max_bytes)
         if isinstance(answer, PageContent):
             return self._by("http", answer)
-        reason = await asyncio.to_thread(escalation_reason, answer, options.wait_for)
+        reason = await asyncio.to_thread(escalation_reason, answer, page.options.wait_for)
         if reason is None:
             if answer.status < HTTP_ERROR_FROM:
                 self._memory.static_sufficed(host)
-            return self._by("http", await static_content(answer, options, max_bytes, follow))
+            return self._by("http", await self._static(answer, page))
         if reason in LEARNED_REASONS:
             self._memory.needed_browser(host)
         left_s = max(timeout_s - (time.monotonic() - started), MIN_BROWSER_S)
-        return await self._escalate(reason, browser, left_s)
+        return await self._escalate(reason, page, browser, left_s)
 
-    async def _escalate(self, reason: str, browser: BrowserPath, timeout_s: float) -> PageContent:
+    async def _escalate(
+        self, reason: str, page: _Page, browser: BrowserPath, timeout_s: float
+    ) -> PageContent:
         self._metrics.render_escalations.labels(reason).inc()
-        return await self._browser(browser, timeout_s)
+        return await self._browser(page, browser, timeout_s)
 
-    async def _browser(self, browser: BrowserPath, timeout_s: float) -> PageContent:
-        return self._by("browser", await browser(timeout_s))
+    async def _browser(self, page: _Page, browser: BrowserPath, timeout_s: float) -> PageContent:
+        """The page in the browser; a download it cannot show is fetched as the HTTP path
+        does (same proxy, same policy, redirects judged hop by hop) and kept if it is a PDF."""
+        started = time.monotonic()
+        content = await browser(timeout_s)
+        if content.error is not None and content.error.code == ErrorCode.DOWNLOAD:
+            left_s = max(timeout_s - (time.monotonic() - started), MIN_BROWSER_S)
+            content = await self._document(page, left_s) or content
+        return self._by("browser", content)
+
+    async def _document(self, page: _Page, timeout_s: float) -> PageContent | None:
+        """The PDF at the page's URL, fetched over HTTP; None when it is no PDF."""
+        answer = await self._fetcher.fetch(page.url, timeout_s=timeout_s, max_bytes=page.max_bytes)
+        if isinstance(answer, PageContent):
+            return (
+                answer if answer.error is None or answer.error.code != ErrorCode.DOWNLOAD else None
+            )
+        return await self._static(answer, page) if answer.kind == "pdf" else None
+
+    async def _static(self, answer: StaticAnswer | PageContent, page: _Page) -> PageContent:
+        return await static_content(
+            answer, page.options, page.max_bytes, page.follow, max_pdf_pages=self._max_pdf_pages
+        )
 
     def _by(self, path: RenderedBy, content: PageContent) -> PageContent:
         self._metrics.pages_rendered.labels(path).inc()
@@ -124,10 +171,22 @@ async def static_content(
     options: CrawlOptions,
     max_bytes: int,
     follow: FollowRules | None,
+    *,
+    max_pdf_pages: int = DEFAULT_MAX_PDF_PAGES,
 ) -> PageContent:
     """The result of an HTTP answer, with the fields the browser path would give it."""
     if isinstance(answer, PageContent):
         return answer
+    if answer.kind == "pdf":
+        return await pdf_content(
+            answer.data,
+            final_url=answer.url,
+            status=answer.status,
+            options=options,
+            max_bytes=max_bytes,
+            max_pages=max_pdf_pages,
+            cut_short=answer.truncated,
+        )
     where = {"final_url": answer.url, "status_code": answer.status}
     if answer.attachment:
         return failed(ErrorCode.DOWNLOAD, f"{answer.url} is a file download", **where)
@@ -147,8 +206,19 @@ async def static_content(
         max_bytes=max_bytes,
         follow=follow,
         retry_after=answer.retry_after,
+        headers=answer.headers,
         truncated=answer.truncated,
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Page:
+    """One page to render, as the request asked for it."""
+
+    url: str
+    options: CrawlOptions
+    max_bytes: int
+    follow: FollowRules | None
 
 
 def _wait_for_missing(html: str, selector: str, **where: object) -> PageContent | None:

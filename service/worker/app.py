@@ -30,7 +30,7 @@ from service.messaging.offsets import Verdict
 from service.messaging.publisher import Publisher
 from service.messaging.topics import check_copartitioned, ensure_topics, ready_partitions
 from service.net.policy import UrlPolicy
-from service.paths import HostRenderMemory, PageRenderer
+from service.paths import PageRenderer
 from service.worker.deps import CoordinatorDeps, FetcherDeps
 from service.worker.fetcher import Fetcher
 from service.worker.intake import parse_request
@@ -172,7 +172,7 @@ class Worker:
         )
         robots = await stack.enter_async_context(RobotsCache(robots_source))
         static = await stack.enter_async_context(StaticFetcher(proxy.access, policy))
-        renderer = PageRenderer(static, HostRenderMemory.from_settings(settings), self._metrics)
+        renderer = PageRenderer.from_settings(static, settings, self._metrics)
         gate = await self._memory_gate(stack)
         scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))
         gate.attach(scheduler, pool)

@@ -19,6 +19,9 @@ _REQUEST_ID: Final = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 TOO_DEEP: Final = "nested too deeply to parse"
 
+INVALID_SELECTOR: Final = "invalid_selector"
+"""The rejection code of a request with a CSS selector that does not parse."""
+
 MAX_ERROR_MESSAGE: Final = 1000
 """Longest error message put in a dead letter's headers."""
 
@@ -61,7 +64,7 @@ def parse_request(value: bytes | None, settings: Settings) -> CrawlRequest:
             },
         )
     except ValidationError as exc:
-        raise RejectedMessageError("invalid_request", _describe(exc), request_id) from None
+        raise RejectedMessageError(_code_of(exc), _describe(exc), request_id) from None
     except RecursionError:
         raise RejectedMessageError("invalid_request", TOO_DEEP, request_id) from None
     _check_metadata(request, settings)
@@ -85,6 +88,13 @@ def _readable_id(document: dict[str, object]) -> str | None:
     if isinstance(candidate, str) and _REQUEST_ID.match(candidate):
         return candidate
     return None
+
+
+def _code_of(exc: ValidationError) -> str:
+    """`invalid_selector` when a selector is what is wrong, else `invalid_request`."""
+    if any(error["type"] == INVALID_SELECTOR for error in exc.errors()):
+        return INVALID_SELECTOR
+    return "invalid_request"
 
 
 def _describe(exc: ValidationError) -> str:

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+import _content
 import _hostile
 import _isolation
 import _isolation_net
@@ -82,6 +83,7 @@ def build_app() -> web.Application:
     app.add_routes(_isolation_net.ROUTES)
     app.add_routes(_sitemaps.ROUTES)
     app.add_routes(_proxyabuse.ROUTES)
+    app.add_routes(_content.ROUTES)
     return app
 
 

@@ -44,7 +44,7 @@ def test_duplicate_urls_are_crawled_once():
         ({"request_id": "x" * 129, "urls": ["http://a/"]}, "request_id"),
         ({"request_id": "r", "urls": []}, "urls"),
         ({"request_id": "r", "urls": ["ftp://a/"]}, "only http and https"),
-        ({"request_id": "r", "urls": ["http://a/"], "options": {"formats": ["pdf"]}}, "formats"),
+        ({"request_id": "r", "urls": ["http://a/"], "options": {"formats": ["docx"]}}, "formats"),
         ({"request_id": "r", "urls": ["http://a/"], "schema_version": 2}, "schema_version"),
         ({"request_id": "r", "urls": ["http://a/"], "options": {"timeout_ms": 5}}, "timeout_ms"),
     ],
@@ -110,3 +110,50 @@ def test_checked_in_schemas_match_the_models():
     """`schemas/` is what `crawlstream schemas` generates from the models now."""
     assert schema_export.differences(SCHEMAS) == []
     assert {p.name for p in SCHEMAS.iterdir()} == set(schema_export.rendered_files())
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"only_main_content": True, "surprise": 1}, "Extra inputs are not permitted"),
+        ({"extract": {"fields": [{"name": "a", "type": "attribute"}]}}, "needs `attribute`"),
+        ({"extract": {"fields": [{"name": "a", "type": "nested"}]}}, "needs `fields`"),
+        ({"extract": {"fields": [{"name": "a", "fields": [{"name": "b"}]}]}}, "only `nested`"),
+        ({"extract": {"fields": [{"name": "a", "kind": "text"}]}}, "Extra inputs"),
+        ({"extract": {"fields": []}}, "at least 1 item"),
+        ({"render": "http", "formats": ["pdf"]}, "cannot print pages to PDF"),
+        ({"include_tags": ["p"] * 33}, "at most 32 items"),
+    ],
+)
+def test_content_options_are_checked(options, fragment):
+    """The content options reject unknown fields and inconsistent schemas."""
+    with pytest.raises(ValidationError, match=fragment):
+        CrawlRequest.model_validate({"request_id": "r", "urls": ["http://a/"], "options": options})
+
+
+def test_extract_schemas_nest_at_most_five_deep():
+    field: dict[str, object] = {"name": "leaf"}
+    for depth in range(6):
+        field = {"name": f"n{depth}", "selector": "div", "type": "nested", "fields": [field]}
+    with pytest.raises(ValidationError, match="nested more than 5 deep"):
+        CrawlRequest.model_validate(
+            {"request_id": "r", "urls": ["http://a/"], "options": {"extract": {"fields": [field]}}}
+        )
+
+
+def test_a_result_carries_json_under_its_wire_name():
+    """`json` is the wire name (the attribute is `json_data`) both ways."""
+    result = PageResult(
+        request_id="r",
+        result_id="x",
+        run_id="run",
+        url="http://a/",
+        ok=True,
+        elapsed_ms=1,
+        fetched_at=utc_now(),
+        worker="w",
+        json_data=[{"title": "Kettle"}],
+    )
+    wire = dump(result)
+    assert b'"json":[{"title":"Kettle"}]' in wire
+    assert PageResult.model_validate_json(wire).json_data == [{"title": "Kettle"}]

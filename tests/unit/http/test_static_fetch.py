@@ -89,14 +89,14 @@ async def test_a_slow_page_ends_at_its_deadline(site):
 
 
 async def test_content_kinds_and_downloads(site):
-    """text/plain is text, a PDF is neither (body unread), an attachment is marked."""
+    """text/plain is text, a PDF is read as bytes (`data`), an attachment is marked."""
     text, pdf, download = [
         await _fetch(site, path) for path in ("/text/plain", "/binary/pdf", "/hostile/download")
     ]
     assert isinstance(text, StaticAnswer)
     assert (text.kind, text.body) == ("text", "Plain text answer.\nSecond line.\n")
     assert isinstance(pdf, StaticAnswer)
-    assert (pdf.kind, pdf.body) == ("other", "")
+    assert (pdf.kind, pdf.body, pdf.data[:9]) == ("pdf", "", b"%PDF-1.4\n")
     assert isinstance(download, StaticAnswer)
     assert download.attachment
     assert download.body == ""

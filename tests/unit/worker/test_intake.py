@@ -50,3 +50,32 @@ def test_good_message_parses_and_keeps_odd_schemes_for_the_policy():
     value = b'{"request_id": "fine", "urls": ["http://a/", "javascript:alert(1)"]}'
     request = parse_request(value, SETTINGS)
     assert request.urls == ["http://a/", "javascript:alert(1)"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"include_tags": ["main", "a["]},
+        {"exclude_tags": ["div >"]},
+        {"extract": {"base_selector": "li:::x", "fields": [{"name": "n"}]}},
+        {
+            "extract": {
+                "fields": [
+                    {
+                        "name": "n",
+                        "selector": "h2",
+                        "type": "nested",
+                        "fields": [{"name": "m", "selector": "li:nth-child(x)"}],
+                    }
+                ]
+            }
+        },
+    ],
+)
+def test_a_selector_that_does_not_parse_is_rejected_as_invalid_selector(options):
+    """Shaping and schema selectors are judged at intake by the engine that applies them."""
+    value = json.dumps({"request_id": "sel", "urls": ["http://a/"], "options": options})
+    with pytest.raises(RejectedMessageError) as caught:
+        parse_request(value.encode(), SETTINGS)
+    assert (caught.value.code, caught.value.request_id) == ("invalid_selector", "sel")
+    assert "is not a CSS selector" in str(caught.value)

@@ -26,6 +26,7 @@ def _policy(rand: float = 1.0, retries: int = 2) -> RetryPolicy:
         (failed(ErrorCode.HTTP_ERROR, "HTTP 503", status_code=503), "http_503"),
         (failed(ErrorCode.HTTP_ERROR, "HTTP 429", status_code=429), "http_429"),
         (failed(ErrorCode.CONNECTION, "ERR_CONNECTION_RESET"), "connection"),
+        (failed(ErrorCode.BLOCKED_BY_SITE, "Cloudflare", status_code=403), "blocked_by_site"),
         (failed(ErrorCode.HTTP_ERROR, "HTTP 404", status_code=404), None),
         (failed(ErrorCode.HTTP_ERROR, "HTTP 500", status_code=500), None),
         (failed(ErrorCode.TIMEOUT, "slow"), None),
@@ -37,8 +38,8 @@ def _policy(rand: float = 1.0, retries: int = 2) -> RetryPolicy:
     ],
 )
 def test_only_transient_failures_are_retried(content, reason):
-    """429, 503 and connection failures are retried; 404, 500, timeouts, blocked, dns and
-    invalid selectors not."""
+    """429, 503, challenge pages and connection failures are retried; 404, 500, timeouts,
+    blocked, dns and invalid selectors not."""
     assert retry_reason(content) == reason
 
 
