@@ -192,6 +192,13 @@ class RecordConsumer:
         self._tracker.relieve(TopicPartition(record.topic, record.partition), record.offset)
         self._commit_soon = True
 
+    async def relieved(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        """`relieve`, and return once the broker has the new count (a death right after
+        must not be charged to `record`)."""
+        tp = TopicPartition(record.topic, record.partition)
+        self._tracker.relieve(tp, record.offset)
+        await self._commit({tp})
+
     async def run(self) -> None:
         """Consume until `stop()`; then finish or hand back in-flight work and commit."""
         await asyncio.wait_for(self._consumer.start(), self._timeout_s)

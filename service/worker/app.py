@@ -300,7 +300,7 @@ class Worker:
                 owned=owned,
                 since_ms=record.timestamp,
                 earlier=delivery.earlier,
-                relieve=lambda: consumer.relieve(record) if consumer else None,
+                relieve=(lambda: consumer.relieved(record)) if consumer else None,
             )
             with self._active.running(request.request_id, run):
                 await run.execute()

@@ -45,7 +45,7 @@ from service.worker.plans import DeepPlan, plan_for
 from service.worker.stop import Stop
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from service.contracts import CrawlRequest, RecordSource
     from service.control import Cancel
@@ -68,7 +68,7 @@ class Run:
         owned: asyncio.Event | None = None,
         since_ms: int = 0,
         earlier: bool = False,
-        relieve: Callable[[], None] = lambda: None,
+        relieve: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._deps = deps
         self._request = request
@@ -145,8 +145,10 @@ class Run:
                 self._deadline_at = utc_now() + timedelta(seconds=budget_s)
                 loop = asyncio.get_running_loop()
                 deadline = loop.call_later(budget_s, self._halt, Stop.deadline(budget_s))
+            relieving = asyncio.ensure_future(self._relieve()) if self._relieve else None
             await self._outputs.event(EventType.ACCEPTED)
-            self._relieve()  # from here on the run only waits: its death kills nobody
+            if relieving is not None:
+                await relieving  # before any page goes out: from here the run only waits
             await self._crawl_or_fail(position)
         finally:
             if deadline is not None:

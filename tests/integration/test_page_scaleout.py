@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from graphsite import serve_graph
-from harness import Topics, WorkerProcess, produce
+from harness import Topics, WorkerProcess, produce, wait_for_group
 from reference_crawl import reference_crawl
 from testsite import serve
 
@@ -69,6 +69,7 @@ async def test_three_workers_hold_the_per_host_limit_at_the_site(topics, collect
         allow = {"CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{slow.port}"}
         for name in ("x", "y", "z"):
             await start_worker(name, CRAWL_WORKER_NAME=name, **allow)
+        await wait_for_group(topics, members=3)
         requests = {
             f"polite-{i}": [slow.url(f"/p/{i * 10 + j}") for j in range(10)] for i in range(12)
         }
@@ -87,6 +88,7 @@ async def test_a_big_requests_pages_come_from_every_worker(topics, collector, st
     async with _hosts() as (sites, allow):
         for name in ("a", "b", "c"):
             await start_worker(name, CRAWL_WORKER_NAME=name, **allow)
+        await wait_for_group(topics, members=3)  # both groups: each fetcher owns hosts
         urls = [site.url(f"/slow/big-{i}?ms=300") for i in range(4) for site in sites]
         await produce(topics, [_request("big", urls)])
         await collector.wait_until(lambda seen: _completed(seen, ["big"]), deadline_s=DEADLINE_S)
@@ -166,10 +168,12 @@ async def test_a_deep_crawl_over_three_workers_returns_the_reference_set(
     allow = {"CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{graph_site.port}"}
     for name in ("d1", "d2", "d3"):
         await start_worker(name, CRAWL_WORKER_NAME=name, **allow)
+    await wait_for_group(topics, members=3)
     seeds = [graph_site.url("/")]
     crawl = {"max_depth": 3, "max_pages": 120}
     expected = {p.url for p in reference_crawl(graph_site, seeds, **crawl)}
-    await produce(topics, [_request("deep3", seeds, **crawl)])
+    request = CrawlRequest(request_id="deep3", urls=seeds, crawl=CrawlSpec(**crawl))
+    await produce(topics, [(b"deep3", dump(request))])  # default options: the browser path
     await collector.wait_until(lambda seen: _completed(seen, ["deep3"]), deadline_s=DEADLINE_S)
     [terminal] = collector.seen.terminal("deep3")
     assert terminal.type == EventType.COMPLETED
@@ -189,9 +193,12 @@ async def test_a_frontier_topic_not_copartitioned_is_refused_at_start(kafka, tmp
     finally:
         await admin.close()
     worker = WorkerProcess(topics.env(), tmp_path / "mismatch.log", "mismatch")
-    with pytest.raises(AssertionError, match="exited"):
-        await worker.start()
-    assert await worker.process.wait() == 2
+    try:
+        with pytest.raises(AssertionError, match="exited"):
+            await worker.start()
+        assert await worker.process.wait() == 2
+    finally:
+        await worker.close()
     text = worker.log_path.read_text()
     assert f"topic {topics.frontier} has 2 partitions and {topics.requests} has 4" in text
     assert "must be equal" in text

@@ -107,6 +107,9 @@ class Pipeline:
         self._handling: set[asyncio.Task[None]] = set()
         self.publisher.listeners.append(self._route)
 
+    async def _relieved(self, run_id: str) -> None:
+        self.relieved.append(run_id)
+
     @property
     def scheduler(self) -> PageScheduler:
         return self.fetcher_deps.scheduler
@@ -122,7 +125,7 @@ class Pipeline:
             source=SOURCE,
             priority=priority,
             earlier=earlier,
-            relieve=lambda: self.relieved.append(run.run_id),
+            relieve=lambda: self._relieved(run.run_id),
         )
         self._requests[run.run_id] = request.request_id
         return run
