@@ -138,7 +138,10 @@ class RecordConsumer:
         self._intake_room = intake_room
         self._tracker = OffsetTracker(settings.max_deliveries)
         self._commit_soon = False
-        """A delivery was charged: commit at the next turn of the loop."""
+        """A delivery was relieved: commit at the next turn of the loop."""
+        self._charges = 0
+        self._charges_committed = 0
+        self._charging = asyncio.Lock()
         self._events = {
             kind: f"{self._spec.name}.{kind}" for kind in ("skipped", "refetched", "dropped")
         }
@@ -182,10 +185,19 @@ class RecordConsumer:
         """Stop taking new records; `run` then drains and returns."""
         self._stopping.set()
 
-    def charge(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        """Count this delivery against `record` (durable within one poll, ~200 ms)."""
-        self._tracker.charge(TopicPartition(record.topic, record.partition), record.offset)
-        self._commit_soon = True
+    async def charge(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        """Count this delivery against `record`; return once the broker has the count (a
+        death right after is counted). Charges that come together share one commit."""
+        tp = TopicPartition(record.topic, record.partition)
+        self._tracker.charge(tp, record.offset)
+        self._charges += 1
+        mine = self._charges
+        async with self._charging:
+            if self._charges_committed >= mine:
+                return  # a commit that began after this charge has it
+            upto = self._charges
+            await self._commit(self._consumer.assignment())
+            self._charges_committed = upto
 
     def relieve(self, record: ConsumerRecord[bytes, bytes]) -> None:
         """Stop counting this delivery against `record`: what is left cannot kill the worker."""

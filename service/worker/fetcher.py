@@ -53,7 +53,7 @@ log = get_logger(__name__)
 class Deliveries(Protocol):
     """The pages consumer's delivery counts (`RecordConsumer.charge` and `relieve`)."""
 
-    def charge(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
+    async def charge(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
     def relieve(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
 
 
@@ -64,8 +64,8 @@ class _Charge:
         self._deliveries = deliveries
         self._record = record
 
-    def begin(self) -> None:
-        self._deliveries.charge(self._record)
+    async def begin(self) -> None:
+        await self._deliveries.charge(self._record)
 
     def end(self) -> None:
         self._deliveries.relieve(self._record)

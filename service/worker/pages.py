@@ -47,7 +47,7 @@ coordinator's next page of the run usually follows within milliseconds."""
 class Rendering(Protocol):
     """Counts a page's delivery against it while it renders (`CRAWL_MAX_DELIVERIES`)."""
 
-    def begin(self) -> None: ...
+    async def begin(self) -> None: ...
     def end(self) -> None: ...
 
 
@@ -232,7 +232,7 @@ class PageStage:
         ticket = PageTicket(request=task.run_id, priority=task.priority, host=host)
 
         async def render() -> PageContent:
-            charge.begin()  # a page that kills its worker is counted while it renders
+            await charge.begin()  # a page that kills its worker is counted while it renders
             try:
                 return await self._render(task, host, deadline.attempt_s())
             finally:

@@ -232,7 +232,7 @@ class _Deliveries:
     def __init__(self, pipeline: Pipeline) -> None:
         self._pipeline = pipeline
 
-    def charge(self, record: Record) -> None:
+    async def charge(self, record: Record) -> None:
         self._pipeline.charged.append(record)
 
     def relieve(self, record: Record) -> None:
