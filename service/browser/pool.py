@@ -29,6 +29,7 @@ from playwright.async_api import (
 )
 from playwright.async_api import Error as PlaywrightError
 
+from service.browser.identity import VIEWPORT, context_arguments, context_key, hand_over
 from service.browser.launch import CHROMIUM_ARGS, find_executable
 from service.browser.navigation import PROBE_SCRIPT
 from service.browser.network_state import IN_FLIGHT, RequestWatch
@@ -73,8 +74,6 @@ after the wipe would leave its cookies to the next request)."""
 CLEAR_WINDOW: Final = "() => { window.name = ''; }"
 """`window.name` belongs to the tab, not its document: a page of the next request would read
 what the last one set there."""
-
-VIEWPORT: Final = {"width": 1280, "height": 800}
 
 PROXY_LOOPBACK_TOO: Final = "<-loopback>"
 """Chromium's bypass rule that sends loopback targets through the proxy as well."""
@@ -416,6 +415,7 @@ class BrowserPool:
         while (wiped := self._wiped.take(_reuse_key(options))) is not None:
             try:
                 await asyncio.wait_for(wiped.context.clear_cookies(), CONTEXT_DEADLINE_S)
+                await asyncio.wait_for(hand_over(wiped.context, options), CONTEXT_DEADLINE_S)
             except (PlaywrightError, TimeoutError) as exc:
                 log.debug("browser.context_closed", reason="failed", error=str(exc))
                 self._close_later(wiped)
@@ -434,11 +434,14 @@ class BrowserPool:
 
     async def _open_own(self, options: CrawlOptions, *, session: str | None) -> RequestContext:
         handle = await self._ensure_browser()
-        spare = self._spares.take(handle.generation)
+        identity = context_key(options)
+        spare = self._spares.take(handle.generation) if not identity else None  # spares: default
         if spare is None:
             handle.contexts += 1  # a spare was counted when it was opened
         try:
-            context = spare.context if spare is not None else await self._new_context(handle)
+            context = (
+                spare.context if spare is not None else await self._new_context(handle, options)
+            )
             await _apply_options(context, options)
         except BaseException:
             if spare is not None:
@@ -631,14 +634,18 @@ class BrowserPool:
         log.info("browser.launched", generation=self._generation, version=browser.version)
         return _BrowserHandle(browser=browser, generation=self._generation)
 
-    async def _new_context(self, handle: _BrowserHandle) -> BrowserContext:
+    async def _new_context(
+        self, handle: _BrowserHandle, options: CrawlOptions | None = None
+    ) -> BrowserContext:
         """A new context with a proxy credential of its own, so the egress proxy knows whose
-        each connection is (a fair share of the cap, and a seal while it is wiped)."""
+        each connection is (a fair share of the cap, and a seal while it is wiped), made with
+        the request's identity options (`identity.py`; none for a spare)."""
         credential = self._proxy.for_context() if self._proxy is not None else None
+        identity = context_arguments(options) if options is not None else {"viewport": VIEWPORT}
         try:
             context = await asyncio.wait_for(
                 handle.browser.new_context(
-                    viewport=VIEWPORT,  # type: ignore[arg-type]
+                    **identity,
                     accept_downloads=False,
                     service_workers="block",
                     proxy=_proxy_settings(self._proxy, credential),
@@ -711,19 +718,26 @@ def _proxy_settings(
 
 def _session_key(options: CrawlOptions) -> str | None:
     """Which shared context a request uses: its session's, one per set of blocked resource
-    types (blocking is a setting of the whole context); None: a context of its own."""
+    types and identity options (settings of the whole context); None: a context of its own."""
     if options.session is None:
         return None
-    return "\n".join([options.session, *sorted(str(kind) for kind in options.block_resources)])
+    blocked = sorted(str(kind) for kind in options.block_resources)
+    identity = context_key(options)
+    return "\n".join([options.session, *blocked, *([identity] if identity else [])])
 
 
 def _reuse_key(options: CrawlOptions) -> str:
-    """Which wiped contexts a request may take: those blocking the same resource types."""
-    return ",".join(sorted(str(kind) for kind in options.block_resources))
+    """Which wiped contexts a request may take: those blocking the same resource types, made
+    with equal identity options (a request without any: the key it always had)."""
+    blocked = ",".join(sorted(str(kind) for kind in options.block_resources))
+    identity = context_key(options)
+    return f"{blocked}\n{identity}" if identity else blocked
 
 
 async def _apply_options(context: BrowserContext, options: CrawlOptions) -> None:
-    """What a request asks of its whole context: resource types not loaded."""
+    """What a request asks of its whole context: resource types not loaded, its cookies and
+    permissions."""
+    await hand_over(context, options)
     if options.block_resources:
         blocked = {str(kind) for kind in options.block_resources}
         await context.route("**/*", _blocking_route(blocked))

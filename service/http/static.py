@@ -7,7 +7,8 @@ with 403 and `X-Crawlstream-Blocked` (a plain request) or refuses the CONNECT (h
 are followed here, hop by hop, so each hop is a new request the proxy judges; a hop to another
 scheme is refused before it is sent, and more than `MAX_REDIRECTS` hops is `http_error`.
 
-No cookies are kept (every request is isolated, as with a browser context of its own), no
+A request's headers, cookies and user agent go with every hop (`identity.py`). No cookies
+are kept (every request is isolated, as with a browser context of its own), no
 subresource is loaded and no script runs. aiohttp speaks HTTP/1.1 only: HTTP/2 would need
 httpx with h2, and through this proxy (one request per plain connection, CONNECT tunnels for
 https) it would help only https origins; not done.
@@ -29,6 +30,7 @@ from service.content.page import PageContent, failed
 from service.content.pdf import is_pdf
 from service.contracts import ErrorCode
 from service.egress.verdict import proxy_refusal, proxy_verdict
+from service.http.identity import HttpIdentity
 from service.net.policy import BlockedUrlError
 
 if TYPE_CHECKING:
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
     from service.net.policy import UrlPolicy
 
 __all__ = ["MAX_REDIRECTS", "ContentKind", "StaticAnswer", "StaticFetcher"]
+
+NO_IDENTITY: Final = HttpIdentity()
+"""A fetch that sends only what every fetch sends."""
 
 MAX_REDIRECTS: Final = 10
 """Server redirects followed; one more is `http_error` (the browser path's own limit for a
@@ -124,12 +129,18 @@ class StaticFetcher:
             await session.close()
 
     async def fetch(
-        self, url: str, *, timeout_s: float, max_bytes: int
+        self,
+        url: str,
+        *,
+        timeout_s: float,
+        max_bytes: int,
+        identity: HttpIdentity = NO_IDENTITY,
     ) -> StaticAnswer | PageContent:
-        """The answer at the end of `url`'s redirects, or a failed result saying why not."""
+        """The answer at the end of `url`'s redirects, or a failed result saying why not;
+        every hop sends the request's `identity` (headers, matching cookies, user agent)."""
         try:
             async with asyncio.timeout(timeout_s):
-                return await self._follow(url, max_bytes)
+                return await self._follow(url, max_bytes, identity)
         except TimeoutError:
             return failed(ErrorCode.TIMEOUT, f"page did not finish within {timeout_s:.1f} s")
         except aiohttp.ClientHttpProxyError as exc:  # the proxy refused a CONNECT (https)
@@ -142,17 +153,22 @@ class StaticFetcher:
         except (aiohttp.ClientError, OSError) as exc:
             return failed(ErrorCode.CONNECTION, f"{url}: {type(exc).__name__}: {exc}")
 
-    async def _follow(self, url: str, max_bytes: int) -> StaticAnswer | PageContent:
+    async def _follow(
+        self, url: str, max_bytes: int, identity: HttpIdentity
+    ) -> StaticAnswer | PageContent:
         for _hop in range(MAX_REDIRECTS + 1):
             try:
                 self._policy.check_url(url)  # scheme and literal addresses, before sending
             except BlockedUrlError as exc:
                 return failed(ErrorCode.BLOCKED, str(exc))
+            headers = identity.headers_for(url)
+            if urlsplit(url).scheme == "http":
+                headers.update({str(name): value for name, value in self._proxy_auth.items()})
             async with self._session_or_fail().get(
                 url,
                 proxy=self._proxy_url,
                 proxy_headers=self._proxy_auth,  # sent on a CONNECT (https)
-                headers=self._proxy_auth if urlsplit(url).scheme == "http" else None,
+                headers=headers,
                 allow_redirects=False,
             ) as response:
                 refused = proxy_refusal(url, response.status, response.headers)
