@@ -33,6 +33,7 @@ from service.contracts_identity import (
     Geolocation,
     Headers,
     Locale,
+    ProxyOption,
     TimeZone,
     UserAgent,
     Viewport,
@@ -302,6 +303,12 @@ class CrawlOptions(_Untrusted):
     agent, pixel ratio, touch and mobile mode. An unknown name is rejected."""
     javascript: bool = True
     """Whether the page's scripts run (in the browser: off, none of them does)."""
+    proxy: ProxyOption | None = None
+    """An upstream proxy for every page (both paths): an `http://`, `https://` or `socks5://`
+    URL (credentials optional; the proxy's own address must pass the URL policy), or the name
+    of a pool of `CRAWL_PROXIES` (rotated per connection). Every target is still checked by
+    the URL policy first; a proxy that fails or rejects its credentials is `proxy_error`.
+    Credentials never appear in logs, results or events."""
     actions: Actions = ()
     """Steps run in order on the loaded page before its content is read (the browser only):
     see the README, "Page actions". At most 50."""

@@ -14,6 +14,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
     model_validator,
 )
 
@@ -76,6 +77,25 @@ def _timezone(name: str) -> str:
     return name
 
 
+_POOL_NAME: Final = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def _proxy(spec: str, info: ValidationInfo) -> str:
+    """A proxy URL that parses, or the name of a pool the worker has (when the validation
+    context lists them as `proxy_pools`); the error never repeats the URL (credentials)."""
+    from service.egress.upstream import UpstreamProxy, is_proxy_url  # noqa: PLC0415 (cycle)
+
+    if is_proxy_url(spec):
+        UpstreamProxy.parse(spec)
+        return spec
+    context = info.context if isinstance(info.context, dict) else {}
+    pools = context.get("proxy_pools")
+    if not _POOL_NAME.match(spec) or (pools is not None and spec not in pools):
+        known = ", ".join(repr(name) for name in sorted(pools or ())) or "none"
+        raise ValueError(f"proxy {spec!r} is neither a proxy URL nor a pool (pools: {known})")
+    return spec
+
+
 Headers = Annotated[dict[str, str], Field(max_length=MAX_HEADERS), AfterValidator(_headers)]
 DeviceName = Annotated[str, AfterValidator(_device)]
 Locale = Annotated[str, AfterValidator(_locale)]
@@ -83,6 +103,8 @@ TimeZone = Annotated[str, StringConstraints(max_length=64), AfterValidator(_time
 UserAgent = Annotated[
     str, StringConstraints(min_length=1, max_length=1024, pattern=r"^[\x20-\x7e]+$")
 ]
+ProxySpec = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+ProxyOption = Annotated[ProxySpec, AfterValidator(_proxy)]
 CookieText = Annotated[str, StringConstraints(max_length=4096, pattern=r"^[^\x00-\x1f;\x7f]*$")]
 
 
@@ -142,6 +164,7 @@ IDENTITY_FIELDS: Final = (
     "viewport",
     "device",
     "javascript",
+    "proxy",
 )
 """The `CrawlOptions` fields a browser context is made with: contexts are reused only between
 requests equal in all of them."""
@@ -157,6 +180,7 @@ __all__ = [
     "Geolocation",
     "Headers",
     "Locale",
+    "ProxyOption",
     "TimeZone",
     "UserAgent",
     "Viewport",

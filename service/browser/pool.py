@@ -126,6 +126,8 @@ class RequestContext:
     """Shuts this context out of the egress proxy (its connections cut, new ones refused)."""
     unseal: Callable[[], None] = _nothing
     """Lets it in again: its next request starts."""
+    unroute: Callable[[], None] = _nothing
+    """Forgets its upstream proxy at the egress proxy (it is closed)."""
 
     @property
     def browser_alive(self) -> bool:
@@ -164,6 +166,7 @@ class RequestContext:
 
     async def shut(self) -> None:
         self.unseal()  # the proxy forgets the credential
+        self.unroute()
         await _close(self.context.close(), "context")
         self.opened.clear()
         self.idle.clear()
@@ -424,6 +427,16 @@ class BrowserPool:
             return wiped
         return None
 
+    def _route(self, context: BrowserContext, proxy: str | None) -> Callable[[], None]:
+        """Send `context`'s connections through the request's upstream `proxy` (the context
+        is reused only by requests naming the same one); returns how to undo it."""
+        routes = self._proxy.routes if self._proxy is not None else None
+        owner = self._credentials.get(context)
+        if proxy is None or routes is None or owner is None:
+            return _nothing
+        routes.route(owner, proxy)
+        return lambda: routes.unroute(owner)
+
     def _seals(self, context: BrowserContext) -> tuple[Callable[[], None], Callable[[], None]]:
         """`seal` and `unseal` of `context` at the egress proxy (nothing without one)."""
         seals = self._proxy.seals if self._proxy is not None else None
@@ -459,6 +472,7 @@ class BrowserPool:
             session=session,
             reuse_key=_reuse_key(options),
         )
+        opened.unroute = self._route(context, options.proxy)
         opened.seal, opened.unseal = self._seals(context)
         for page in pages:
             page.on("dialog", _answer_dialog)

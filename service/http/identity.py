@@ -1,4 +1,5 @@
-"""A request's headers, cookies and user agent as the HTTP path sends them, hop by hop.
+"""A request's headers, cookies, user agent and upstream proxy as the HTTP path sends them,
+hop by hop.
 
 Cookies are matched as a browser matches them (RFC 6265 section 5.4): a host-only cookie (one
 given by `url`) goes to that host, a domain cookie to the domain and its subdomains, on a path
@@ -29,6 +30,8 @@ class HttpIdentity:
     headers: tuple[tuple[str, str], ...] = ()
     cookies: tuple[Cookie, ...] = ()
     user_agent: str | None = None
+    proxy: str | None = None
+    """The request's upstream proxy (a URL or a pool's name)."""
 
     @classmethod
     def of(cls, options: CrawlOptions) -> HttpIdentity:
@@ -36,6 +39,7 @@ class HttpIdentity:
             headers=tuple(options.headers.items()),
             cookies=options.cookies,
             user_agent=options.user_agent,
+            proxy=options.proxy,
         )
 
     def headers_for(self, url: str) -> dict[str, str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal, Self
@@ -34,7 +35,7 @@ from service.http.identity import HttpIdentity
 from service.net.policy import BlockedUrlError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import AsyncIterator, Mapping
     from types import TracebackType
 
     from multidict import CIMultiDictProxy
@@ -104,8 +105,9 @@ class StaticFetcher:
     """`async with StaticFetcher(proxy, policy) as fetcher:` one aiohttp session per worker."""
 
     def __init__(self, proxy: ProxyAccess, policy: UrlPolicy) -> None:
+        self._proxy = proxy
         self._proxy_url = proxy.url
-        self._proxy_auth = {hdrs.PROXY_AUTHORIZATION: proxy.credential.header_value}
+        self._proxy_auth = {str(hdrs.PROXY_AUTHORIZATION): proxy.credential.header_value}
         self._policy = policy
         self._session: aiohttp.ClientSession | None = None
 
@@ -139,8 +141,8 @@ class StaticFetcher:
         """The answer at the end of `url`'s redirects, or a failed result saying why not;
         every hop sends the request's `identity` (headers, matching cookies, user agent)."""
         try:
-            async with asyncio.timeout(timeout_s):
-                return await self._follow(url, max_bytes, identity)
+            async with asyncio.timeout(timeout_s), self._routed(identity.proxy) as auth:
+                return await self._follow(url, max_bytes, identity, auth)
         except TimeoutError:
             return failed(ErrorCode.TIMEOUT, f"page did not finish within {timeout_s:.1f} s")
         except aiohttp.ClientHttpProxyError as exc:  # the proxy refused a CONNECT (https)
@@ -153,8 +155,24 @@ class StaticFetcher:
         except (aiohttp.ClientError, OSError) as exc:
             return failed(ErrorCode.CONNECTION, f"{url}: {type(exc).__name__}: {exc}")
 
+    @contextlib.asynccontextmanager
+    async def _routed(self, proxy: str | None) -> AsyncIterator[dict[str, str]]:
+        """The `Proxy-Authorization` of one fetch: the worker's, or, for a request naming an
+        upstream `proxy`, a credential of the fetch's own that the egress proxy routes
+        through it (and forgets after)."""
+        routes = self._proxy.routes
+        if proxy is None or routes is None:
+            yield self._proxy_auth
+            return
+        credential = self._proxy.for_context()
+        routes.route(credential.username, proxy)
+        try:
+            yield {str(hdrs.PROXY_AUTHORIZATION): credential.header_value}
+        finally:
+            routes.unroute(credential.username)
+
     async def _follow(
-        self, url: str, max_bytes: int, identity: HttpIdentity
+        self, url: str, max_bytes: int, identity: HttpIdentity, auth: Mapping[str, str]
     ) -> StaticAnswer | PageContent:
         for _hop in range(MAX_REDIRECTS + 1):
             try:
@@ -163,11 +181,11 @@ class StaticFetcher:
                 return failed(ErrorCode.BLOCKED, str(exc))
             headers = identity.headers_for(url)
             if urlsplit(url).scheme == "http":
-                headers.update({str(name): value for name, value in self._proxy_auth.items()})
+                headers.update(auth)
             async with self._session_or_fail().get(
                 url,
                 proxy=self._proxy_url,
-                proxy_headers=self._proxy_auth,  # sent on a CONNECT (https)
+                proxy_headers=auth,  # sent on a CONNECT (https)
                 headers=headers,
                 allow_redirects=False,
             ) as response:
