@@ -55,6 +55,7 @@ from service.egress.head import (
     split_authority,
 )
 from service.egress.owners import DEFAULT_PER_OWNER, ConnectionOwners
+from service.egress.refusals import UPSTREAM_FAILED
 from service.egress.response import BadResponseError
 from service.egress.slots import ConnectionSlots, descriptors_needed
 from service.egress.tunnel import Activity, Stream, Tunnel, open_upstream
@@ -407,6 +408,8 @@ class EgressProxy:
                 upstream = await self._through(via, target)
         except UpstreamError as exc:
             log.info("proxy.upstream_failed", target=target.label, error=str(exc))
+            if head.is_connect and self._on_blocked is not None:  # the browser sees no 502
+                self._on_blocked(target.label, f"{UPSTREAM_FAILED}{exc}")
             await self._send(client, replies.failed("proxy_error", str(exc)))
             return
         except TimeoutError:
