@@ -26,6 +26,19 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from service.contracts_actions import Actions, ActionsOutput
+from service.contracts_identity import (
+    Cookie,
+    DeviceName,
+    Geolocation,
+    Headers,
+    Locale,
+    ProxyOption,
+    TimeZone,
+    UserAgent,
+    Viewport,
+)
+
 SCHEMA_VERSION: Final = 1
 """The version every message of this module carries; a reader rejects any other."""
 
@@ -268,6 +281,37 @@ class CrawlOptions(_Untrusted):
     """CSS selectors of elements left out of markdown, text and `json`."""
     extract: ExtractSchema | None = None
     """A selector schema read from every page into the result's `json` (no format needed)."""
+    headers: Headers = Field(default_factory=dict)
+    """Extra HTTP headers sent with every request of the page (both paths; the browser sends
+    them with its subresources too). Hop-by-hop headers (`Connection`, `Keep-Alive`, `TE`,
+    `Trailer`, `Transfer-Encoding`, `Upgrade`, any `Proxy-*`) and `Host` are rejected."""
+    cookies: tuple[Cookie, ...] = Field(default=(), max_length=100)
+    """Cookies the pages start with, sent where they match (both paths)."""
+    user_agent: UserAgent | None = None
+    """The `User-Agent` of every request (both paths; in the browser also
+    `navigator.userAgent`); it wins over a device's and over one in `headers`."""
+    locale: Locale | None = None
+    """The browser's language (`navigator.language`, `Accept-Language`), e.g. `de-DE`."""
+    timezone: TimeZone | None = None
+    """The browser's IANA time zone (`Intl`, `Date`), e.g. `Asia/Tokyo`."""
+    geolocation: Geolocation | None = None
+    """Where the browser says it is; the geolocation permission is granted to every page."""
+    viewport: Viewport | None = None
+    """The window's size (default 1280x800; it wins over a device's)."""
+    device: DeviceName | None = None
+    """A Playwright device descriptor name, e.g. `iPhone 15` or `Pixel 7`: its viewport, user
+    agent, pixel ratio, touch and mobile mode. An unknown name is rejected."""
+    javascript: bool = True
+    """Whether the page's scripts run (in the browser: off, none of them does)."""
+    proxy: ProxyOption | None = None
+    """An upstream proxy for every page (both paths): an `http://`, `https://` or `socks5://`
+    URL (credentials optional; the proxy's own address must pass the URL policy), or the name
+    of a pool of `CRAWL_PROXIES` (rotated per connection). Every target is still checked by
+    the URL policy first; a proxy that fails or rejects its credentials is `proxy_error`.
+    Credentials never appear in logs, results or events."""
+    actions: Actions = ()
+    """Steps run in order on the loaded page before its content is read (the browser only):
+    see the README, "Page actions". At most 50."""
 
     _unique_formats = field_validator("formats", "block_resources")(_sorted_unique)
 
@@ -277,6 +321,8 @@ class CrawlOptions(_Untrusted):
             raise ValueError("render `http` cannot take screenshots: use `auto` or `browser`")
         if self.render == "http" and Format.PDF in self.formats:
             raise ValueError("render `http` cannot print pages to PDF: use `auto` or `browser`")
+        if self.render == "http" and self.actions:
+            raise ValueError("render `http` cannot run page actions: use `auto` or `browser`")
         return self
 
 
@@ -385,6 +431,12 @@ class ErrorCode(StrEnum):
     unknown selector engine); every page of that request fails the same way. (A selector of
     `include_tags`, `exclude_tags` or `extract` that does not parse is rejected at intake with
     this code.)"""
+    ACTION_FAILED = "action_failed"
+    """A step of the request's `actions` failed (its element never appeared, its script
+    threw, it ran past its deadline); the message names the step (1-based) and why."""
+    PROXY_ERROR = "proxy_error"
+    """The request's upstream `proxy` refused the connection, rejected its credentials (407)
+    or failed; retried like `connection`."""
     BROWSER_CRASH = "browser_crash"
     """The renderer or the browser died while loading the page."""
     TOO_LARGE = "too_large"
@@ -519,6 +571,8 @@ class PageResult(BaseModel):
     structured_data: StructuredData | None = None
     document: DocumentInfo | None = None
     """Set when the URL answered with a PDF: its metadata and how much of it was read."""
+    actions: ActionsOutput | None = None
+    """What the request's `actions` gave: screenshots and script values, in step order."""
     truncated: bool = False
     """Some content was cut at the worker's `CRAWL_MAX_RESULT_BYTES`, or a PDF's text at
     `CRAWL_MAX_PDF_PAGES`."""

@@ -7,6 +7,7 @@ from them.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from datetime import timedelta
 from pathlib import Path
@@ -224,6 +225,28 @@ class Settings(BaseSettings):
     cookies, permissions, HTTP cache and every origin's storage cleared), so its renderer
     processes are reused; one whose network stack keeps what no wipe clears (a login by URL
     credentials, client hints, HSTS) is closed instead (0: a new context for every request)."""
+
+    proxies: dict[str, list[str]] = Field(default_factory=dict)
+    """Upstream proxy pools a request may name in its `proxy` option: a JSON object from pool
+    name to a list of `http://`, `https://` or `socks5://` URLs (credentials optional), e.g.
+    `{"residential": ["http://user:pw@10.0.0.5:3128"]}`. A pool's proxies take turns, one per
+    connection; they are the operator's, so their addresses are not checked by the URL policy
+    (every target still is). Logs and messages name the pool, never a URL."""
+
+    @field_validator("proxies")
+    @classmethod
+    def _proxy_urls(cls, pools: dict[str, list[str]]) -> dict[str, list[str]]:
+        from service.egress.upstream import UpstreamProxy  # noqa: PLC0415 (import cycle)
+
+        for name, urls in pools.items():
+            if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
+                raise ValueError(f"proxy pool name {name!r}: 1-64 of [A-Za-z0-9._-]")
+            for number, url in enumerate(urls, start=1):
+                try:
+                    UpstreamProxy.parse(url, pool=name)
+                except ValueError as exc:
+                    raise ValueError(f"proxy pool {name!r}, URL {number}: {exc}") from None
+        return pools
 
     # --- URL policy ----------------------------------------------------------------------
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)

@@ -11,6 +11,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from service.contracts import ALLOWED_SCHEMES, ErrorCode
+from service.egress.refusals import UPSTREAM_FAILED
 from service.errors import CrawlstreamError
 
 _NET_ERRORS: Final = (
@@ -117,6 +118,9 @@ def classify_navigation(failure: FailedNavigation) -> tuple[ErrorCode, str]:
         return ErrorCode.BROWSER_CRASH, (
             f"{failure.url}: the page's renderer died while loading it (killed, e.g. out of memory)"
         )
+    if failure.refused is not None and failure.refused.startswith(UPSTREAM_FAILED):
+        detail = failure.refused.removeprefix(UPSTREAM_FAILED)
+        return ErrorCode.PROXY_ERROR, f"{failure.url}: {detail}"
     blocked = _blocked(failure)
     if blocked is not None:
         return ErrorCode.BLOCKED, blocked

@@ -29,6 +29,7 @@ from playwright.async_api import (
 )
 from playwright.async_api import Error as PlaywrightError
 
+from service.browser.identity import VIEWPORT, context_arguments, context_key, hand_over
 from service.browser.launch import CHROMIUM_ARGS, find_executable
 from service.browser.navigation import PROBE_SCRIPT
 from service.browser.network_state import IN_FLIGHT, RequestWatch
@@ -73,8 +74,6 @@ after the wipe would leave its cookies to the next request)."""
 CLEAR_WINDOW: Final = "() => { window.name = ''; }"
 """`window.name` belongs to the tab, not its document: a page of the next request would read
 what the last one set there."""
-
-VIEWPORT: Final = {"width": 1280, "height": 800}
 
 PROXY_LOOPBACK_TOO: Final = "<-loopback>"
 """Chromium's bypass rule that sends loopback targets through the proxy as well."""
@@ -127,6 +126,8 @@ class RequestContext:
     """Shuts this context out of the egress proxy (its connections cut, new ones refused)."""
     unseal: Callable[[], None] = _nothing
     """Lets it in again: its next request starts."""
+    unroute: Callable[[], None] = _nothing
+    """Forgets its upstream proxy at the egress proxy (it is closed)."""
 
     @property
     def browser_alive(self) -> bool:
@@ -165,6 +166,7 @@ class RequestContext:
 
     async def shut(self) -> None:
         self.unseal()  # the proxy forgets the credential
+        self.unroute()
         await _close(self.context.close(), "context")
         self.opened.clear()
         self.idle.clear()
@@ -416,6 +418,7 @@ class BrowserPool:
         while (wiped := self._wiped.take(_reuse_key(options))) is not None:
             try:
                 await asyncio.wait_for(wiped.context.clear_cookies(), CONTEXT_DEADLINE_S)
+                await asyncio.wait_for(hand_over(wiped.context, options), CONTEXT_DEADLINE_S)
             except (PlaywrightError, TimeoutError) as exc:
                 log.debug("browser.context_closed", reason="failed", error=str(exc))
                 self._close_later(wiped)
@@ -423,6 +426,16 @@ class BrowserPool:
             wiped.unseal()
             return wiped
         return None
+
+    def _route(self, context: BrowserContext, proxy: str | None) -> Callable[[], None]:
+        """Send `context`'s connections through the request's upstream `proxy` (the context
+        is reused only by requests naming the same one); returns how to undo it."""
+        routes = self._proxy.routes if self._proxy is not None else None
+        owner = self._credentials.get(context)
+        if proxy is None or routes is None or owner is None:
+            return _nothing
+        routes.route(owner, proxy)
+        return lambda: routes.unroute(owner)
 
     def _seals(self, context: BrowserContext) -> tuple[Callable[[], None], Callable[[], None]]:
         """`seal` and `unseal` of `context` at the egress proxy (nothing without one)."""
@@ -434,11 +447,14 @@ class BrowserPool:
 
     async def _open_own(self, options: CrawlOptions, *, session: str | None) -> RequestContext:
         handle = await self._ensure_browser()
-        spare = self._spares.take(handle.generation)
+        identity = context_key(options)
+        spare = self._spares.take(handle.generation) if not identity else None  # spares: default
         if spare is None:
             handle.contexts += 1  # a spare was counted when it was opened
         try:
-            context = spare.context if spare is not None else await self._new_context(handle)
+            context = (
+                spare.context if spare is not None else await self._new_context(handle, options)
+            )
             await _apply_options(context, options)
         except BaseException:
             if spare is not None:
@@ -456,6 +472,7 @@ class BrowserPool:
             session=session,
             reuse_key=_reuse_key(options),
         )
+        opened.unroute = self._route(context, options.proxy)
         opened.seal, opened.unseal = self._seals(context)
         for page in pages:
             page.on("dialog", _answer_dialog)
@@ -631,14 +648,18 @@ class BrowserPool:
         log.info("browser.launched", generation=self._generation, version=browser.version)
         return _BrowserHandle(browser=browser, generation=self._generation)
 
-    async def _new_context(self, handle: _BrowserHandle) -> BrowserContext:
+    async def _new_context(
+        self, handle: _BrowserHandle, options: CrawlOptions | None = None
+    ) -> BrowserContext:
         """A new context with a proxy credential of its own, so the egress proxy knows whose
-        each connection is (a fair share of the cap, and a seal while it is wiped)."""
+        each connection is (a fair share of the cap, and a seal while it is wiped), made with
+        the request's identity options (`identity.py`; none for a spare)."""
         credential = self._proxy.for_context() if self._proxy is not None else None
+        identity = context_arguments(options) if options is not None else {"viewport": VIEWPORT}
         try:
             context = await asyncio.wait_for(
                 handle.browser.new_context(
-                    viewport=VIEWPORT,  # type: ignore[arg-type]
+                    **identity,
                     accept_downloads=False,
                     service_workers="block",
                     proxy=_proxy_settings(self._proxy, credential),
@@ -711,19 +732,26 @@ def _proxy_settings(
 
 def _session_key(options: CrawlOptions) -> str | None:
     """Which shared context a request uses: its session's, one per set of blocked resource
-    types (blocking is a setting of the whole context); None: a context of its own."""
+    types and identity options (settings of the whole context); None: a context of its own."""
     if options.session is None:
         return None
-    return "\n".join([options.session, *sorted(str(kind) for kind in options.block_resources)])
+    blocked = sorted(str(kind) for kind in options.block_resources)
+    identity = context_key(options)
+    return "\n".join([options.session, *blocked, *([identity] if identity else [])])
 
 
 def _reuse_key(options: CrawlOptions) -> str:
-    """Which wiped contexts a request may take: those blocking the same resource types."""
-    return ",".join(sorted(str(kind) for kind in options.block_resources))
+    """Which wiped contexts a request may take: those blocking the same resource types, made
+    with equal identity options (a request without any: the key it always had)."""
+    blocked = ",".join(sorted(str(kind) for kind in options.block_resources))
+    identity = context_key(options)
+    return f"{blocked}\n{identity}" if identity else blocked
 
 
 async def _apply_options(context: BrowserContext, options: CrawlOptions) -> None:
-    """What a request asks of its whole context: resource types not loaded."""
+    """What a request asks of its whole context: resource types not loaded, its cookies and
+    permissions."""
+    await hand_over(context, options)
     if options.block_resources:
         blocked = {str(kind) for kind in options.block_resources}
         await context.route("**/*", _blocking_route(blocked))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
+from service.browser.actions import run_actions
 from service.browser.deadline import MIN_STEP_S, StepDeadline
 from service.browser.failures import (
     FailedNavigation,
@@ -32,10 +33,15 @@ if TYPE_CHECKING:
     from service.browser.pool import RequestContext
     from service.content.extract import FollowRules
     from service.contracts import CrawlOptions
+    from service.contracts_actions import ActionsOutput
     from service.egress.refusals import RefusedTargets
 
 EXTRACTION_SHARE: Final = 0.25
 """Part of the page deadline kept back for content, extraction and screenshot."""
+
+ACTIONS_END: Final = 0.7
+"""Part of the page deadline by which the page's actions must be done (the document is then
+read again, settled, by `1 - EXTRACTION_SHARE / 2`)."""
 
 NO_CONTENT: Final = frozenset({204, 205})
 """Statuses that answer a navigation with nothing to show: an ok result without content."""
@@ -117,6 +123,11 @@ async def _render(
     if response is not None and is_pdf(response.headers.get("content-type", "")):
         return _a_document(response)
     reading = await read_settled(page, watch, options, navigation, deadline, settle)
+    done = None
+    if options.actions:
+        done = await run_actions(page, options.actions, deadline.share(ACTIONS_END))
+        after = deadline.share(1 - EXTRACTION_SHARE / 2)
+        reading = await read_settled(page, watch, _unwaited(options), after, deadline, settle)
     answer = response if response is not None and _made(response, reading) else None
     refused = proxy_failure(answer) or _refused(watch, reading)
     if refused is not None:
@@ -128,11 +139,17 @@ async def _render(
         answer,
         reading.url,
         reading.html,
-        _Pictures(screenshot=shot, pdf=printed),
+        _Pictures(screenshot=shot, pdf=printed, actions=done),
         options,
         max_bytes,
         follow,
     )
+
+
+def _unwaited(options: CrawlOptions) -> CrawlOptions:
+    """The options the document is read with after the actions: its `wait_for` was met before
+    them, and a step may have taken the page elsewhere on purpose."""
+    return options.model_copy(update={"wait_for": None}) if options.wait_for else options
 
 
 def _a_document(response: Response) -> PageContent:
@@ -219,6 +236,7 @@ async def _content(
         max_bytes=max_bytes,
         screenshot=pictures.screenshot,
         pdf=pictures.pdf,
+        actions=pictures.actions,
         follow=follow,
         retry_after=answer.headers.get("retry-after") if answer is not None else None,
         headers=answer.headers if answer is not None else None,
@@ -231,6 +249,7 @@ class _Pictures:
 
     screenshot: str | None = None
     pdf: str | None = None
+    actions: ActionsOutput | None = None
 
 
 def proxy_failure(response: Response | None) -> PageContent | None:

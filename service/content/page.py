@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from service.content.extract import FollowRules
     from service.contracts import CrawlOptions, DocumentInfo, RenderedBy, StructuredData
+    from service.contracts_actions import ActionsOutput
 
 HTTP_ERROR_FROM: Final = 400
 
@@ -46,6 +47,7 @@ class PageContent:
     json_data: JsonValue = None
     structured_data: StructuredData | None = None
     document: DocumentInfo | None = None
+    actions: ActionsOutput | None = None
     truncated: bool = False
     retry_after_s: float | None = None
     """Seconds the server asked to wait before trying again (`Retry-After`), if it said."""
@@ -76,6 +78,7 @@ async def page_content(
     max_bytes: int,
     screenshot: str | None = None,
     pdf: str | None = None,
+    actions: ActionsOutput | None = None,
     follow: FollowRules | None = None,
     retry_after: str | None = None,
     headers: Mapping[str, str] | None = None,
@@ -95,6 +98,9 @@ async def page_content(
     text, cut_text = cut(extracted.text, max_bytes)
     too_big_shot = screenshot is not None and len(screenshot) > max_bytes
     too_big_pdf = pdf is not None and len(pdf) > max_bytes
+    too_big_shots = actions is not None and sum(map(len, actions.screenshots)) > max_bytes
+    if too_big_shots and actions is not None:
+        actions = actions.model_copy(update={"screenshots": []})
     retry_after_s = parse_retry_after(retry_after) if error is not None else None
     return PageContent(
         ok=error is None,
@@ -111,7 +117,14 @@ async def page_content(
         pdf=None if too_big_pdf else pdf,
         json_data=extracted.json_data,
         structured_data=extracted.structured_data,
-        truncated=truncated or cut_html or cut_markdown or cut_text or too_big_shot or too_big_pdf,
+        actions=actions,
+        truncated=truncated
+        or cut_html
+        or cut_markdown
+        or cut_text
+        or too_big_shot
+        or too_big_pdf
+        or too_big_shots,
         retry_after_s=retry_after_s,
         outlinks=extracted.outlinks if error is None else None,
     )

@@ -127,6 +127,16 @@ class OwnerSeals(Protocol):
         """Let `owner` in again (or forget it: its context is closed)."""
 
 
+class UpstreamRoutes(Protocol):
+    """Sends one credential's connections on through an upstream proxy (`upstream.py`)."""
+
+    def route(self, owner: str, proxy: str) -> None:
+        """From now on `owner`'s connections go through `proxy` (a URL or a pool's name)."""
+
+    def unroute(self, owner: str) -> None:
+        """`owner`'s connections go straight to their targets again (or: it is forgotten)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyAccess:
     """How this worker's own clients reach its egress proxy: the address and the credentials."""
@@ -136,6 +146,8 @@ class ProxyAccess:
     keys: ProxyKeys
     seals: OwnerSeals | None = None
     """The proxy's seals, so a context being wiped can be shut out (None: a proxy without)."""
+    routes: UpstreamRoutes | None = None
+    """The proxy's upstream routes, for requests that name a `proxy` (None: a proxy without)."""
 
     @property
     def credential(self) -> ProxyCredential:

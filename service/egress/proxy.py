@@ -23,6 +23,10 @@ to origin-form, the answer's head rewritten for the browser (`Connection: close`
 close, so every request on a browser connection is one the proxy parsed (a WebSocket upgrade
 becomes a tunnel after its 101).
 
+A credential with an upstream route (a request's `proxy`: `route`) reaches its checked
+targets through that upstream proxy instead (`upstream.py`); a proxy that fails answers 502
+with `X-Crawlstream-Error: proxy_error`.
+
 Refusals are answers the browser can show: 403 with `X-Crawlstream-Blocked: <reason>` for a
 blocked target; 502 with `X-Crawlstream-Error: dns|connection|timeout` for one that cannot be
 reached (or whose answer cannot be passed on); 400 for anything that is not a proxy request;
@@ -51,9 +55,11 @@ from service.egress.head import (
     split_authority,
 )
 from service.egress.owners import DEFAULT_PER_OWNER, ConnectionOwners
+from service.egress.refusals import UPSTREAM_FAILED
 from service.egress.response import BadResponseError
 from service.egress.slots import ConnectionSlots, descriptors_needed
 from service.egress.tunnel import Activity, Stream, Tunnel, open_upstream
+from service.egress.upstream import UpstreamError, UpstreamPools, connect_via
 from service.logs import get_logger
 from service.net.policy import DEFAULT_PORTS, BlockedUrlError, UnresolvableHostError
 
@@ -153,8 +159,12 @@ class EgressProxy:
         per_context: int = DEFAULT_PER_OWNER,
         on_blocked: Callable[[str, str], None] | None = None,
         timeouts: ProxyTimeouts | None = None,
+        upstreams: UpstreamPools | None = None,
     ) -> None:
         self._policy = policy
+        self._upstreams = upstreams or UpstreamPools({})
+        self._routes: dict[str, str] = {}
+        """The upstream proxy (a URL or a pool's name) of each credential that has one."""
         self._bind = (host, port)
         self._keys = ProxyKeys.generate(credential)
         self._slots = ConnectionSlots(capacity=max_connections)
@@ -188,6 +198,7 @@ class EgressProxy:
             max_connections=settings.egress_max_connections,
             per_context=settings.egress_connections_per_context,
             on_blocked=on_blocked,
+            upstreams=UpstreamPools(settings.proxies),
         )
 
     @property
@@ -205,7 +216,15 @@ class EgressProxy:
     @property
     def access(self) -> ProxyAccess:
         """What a client of this worker needs to use the proxy; pass it on, never log it."""
-        return ProxyAccess(url=self.url, keys=self._keys, seals=self)
+        return ProxyAccess(url=self.url, keys=self._keys, seals=self, routes=self)
+
+    def route(self, owner: str, proxy: str) -> None:
+        """`owner`'s connections go through the upstream `proxy` (a URL or a pool's name)
+        from now on, each target checked by the policy first."""
+        self._routes[owner] = proxy
+
+    def unroute(self, owner: str) -> None:
+        self._routes.pop(owner, None)
 
     def seal(self, owner: str) -> None:
         """Close every connection of credential `owner` and refuse its new ones until
@@ -357,7 +376,7 @@ class EgressProxy:
         except UnresolvableHostError as exc:
             await self._send(client, replies.failed("dns", str(exc)))
         else:
-            await self._relay(connection, head, target, addresses)
+            await self._relay(connection, head, target, addresses, self._routes.get(owner))
 
     async def _read_head(self, client: Stream) -> RequestHead | None:
         """The request head; None (after answering 400 where useful) when there is none."""
@@ -379,10 +398,20 @@ class EgressProxy:
         head: RequestHead,
         target: _Target,
         addresses: list[IPAddress],
+        via: str | None = None,
     ) -> None:
         client, activity = connection.client, connection.activity
         try:
-            upstream = await open_upstream(addresses, target.port, self._timeouts.connect_s)
+            if via is None:
+                upstream = await open_upstream(addresses, target.port, self._timeouts.connect_s)
+            else:
+                upstream = await self._through(via, target)
+        except UpstreamError as exc:
+            log.info("proxy.upstream_failed", target=target.label, error=str(exc))
+            if head.is_connect and self._on_blocked is not None:  # the browser sees no 502
+                self._on_blocked(target.label, f"{UPSTREAM_FAILED}{exc}")
+            await self._send(client, replies.failed("proxy_error", str(exc)))
+            return
         except TimeoutError:
             await self._send(client, replies.failed("timeout", f"connecting to {target.label}"))
             return
@@ -400,6 +429,13 @@ class EgressProxy:
                 await self._exchange(connection, upstream, head, target)
         finally:
             upstream.writer.close()
+
+    async def _through(self, via: str, target: _Target) -> Stream:
+        """A tunnel to the (checked) target through the upstream proxy `via` names."""
+        proxy = self._upstreams.choose(via)
+        return await connect_via(
+            proxy, target.host, target.port, self._policy, self._timeouts.connect_s
+        )
 
     async def _exchange(
         self, connection: _Connection, upstream: Stream, head: RequestHead, target: _Target

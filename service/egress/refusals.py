@@ -5,7 +5,8 @@ URL policy forbids the target the proxy answers 403, but Chromium never shows a 
 to a CONNECT: the page fails with `ERR_TUNNEL_CONNECTION_FAILED`, as it would for a target that
 is down. The proxy reports each refusal here (its `on_blocked` hook, called before the browser
 gets the 403), and the fetch asks whether the host and port of its failed navigation were
-refused since the page started.
+refused since the page started. A CONNECT that the request's upstream proxy failed is
+reported the same way, its reason starting with `UPSTREAM_FAILED` (`proxy_error`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from service.net.policy import DEFAULT_PORTS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+UPSTREAM_FAILED: Final = "proxy_error: "
+"""How a reason starts when the target was not refused by the policy but the request's
+upstream proxy failed on it (Chromium shows that CONNECT's 502 as the same tunnel failure)."""
 
 MAX_REMEMBERED: Final = 4096
 """Refused host:port pairs kept; the oldest refusal is forgotten first."""

@@ -45,11 +45,17 @@ def blocked(target: str, reason: str) -> bytes:
     )
 
 
+DETAIL_HEADER: Final = "X-Crawlstream-Detail"
+"""Carries what an upstream proxy did on a `proxy_error` 502."""
+
+
 def failed(code: str, detail: str) -> bytes:
+    extra = ((DETAIL_HEADER, detail),) if code == "proxy_error" else ()
     return reply(
         502,
         f"The crawler's egress proxy could not reach the target: {detail}",
         (ERROR_HEADER, code),
+        *extra,
     )
 
 

@@ -23,7 +23,13 @@ BLOCKED_HEADER: Final = "x-crawlstream-blocked"
 ERROR_HEADER: Final = "x-crawlstream-error"
 """Set by the egress proxy when a target could not be resolved or reached."""
 
-_PROXY_CODES: Final = frozenset({ErrorCode.DNS, ErrorCode.CONNECTION, ErrorCode.TIMEOUT})
+DETAIL_HEADER: Final = "x-crawlstream-detail"
+"""Set by the egress proxy on a `proxy_error`: what the upstream proxy did (named by its pool
+or host, never its credentials)."""
+
+_PROXY_CODES: Final = frozenset(
+    {ErrorCode.DNS, ErrorCode.CONNECTION, ErrorCode.TIMEOUT, ErrorCode.PROXY_ERROR}
+)
 
 
 def proxy_refusal(url: str, status: int, headers: Mapping[str, str]) -> PageContent | None:
@@ -45,5 +51,7 @@ def proxy_verdict(url: str, status: int, headers: Mapping[str, str]) -> PageCont
         return failed(ErrorCode.BLOCKED, f"{url}: {headers[BLOCKED_HEADER]}")
     code = headers.get(ERROR_HEADER)
     if status == HTTP_BAD_GATEWAY and code is not None and code in _PROXY_CODES:
+        if code == ErrorCode.PROXY_ERROR and DETAIL_HEADER in headers:
+            return failed(ErrorCode.PROXY_ERROR, f"{url}: {headers[DETAIL_HEADER]}")
         return failed(ErrorCode(code), f"{code} error for {url}")
     return None

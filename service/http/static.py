@@ -7,7 +7,8 @@ with 403 and `X-Crawlstream-Blocked` (a plain request) or refuses the CONNECT (h
 are followed here, hop by hop, so each hop is a new request the proxy judges; a hop to another
 scheme is refused before it is sent, and more than `MAX_REDIRECTS` hops is `http_error`.
 
-No cookies are kept (every request is isolated, as with a browser context of its own), no
+A request's headers, cookies and user agent go with every hop (`identity.py`). No cookies
+are kept (every request is isolated, as with a browser context of its own), no
 subresource is loaded and no script runs. aiohttp speaks HTTP/1.1 only: HTTP/2 would need
 httpx with h2, and through this proxy (one request per plain connection, CONNECT tunnels for
 https) it would help only https origins; not done.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal, Self
@@ -29,10 +31,11 @@ from service.content.page import PageContent, failed
 from service.content.pdf import is_pdf
 from service.contracts import ErrorCode
 from service.egress.verdict import proxy_refusal, proxy_verdict
+from service.http.identity import HttpIdentity
 from service.net.policy import BlockedUrlError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import AsyncIterator, Mapping
     from types import TracebackType
 
     from multidict import CIMultiDictProxy
@@ -41,6 +44,9 @@ if TYPE_CHECKING:
     from service.net.policy import UrlPolicy
 
 __all__ = ["MAX_REDIRECTS", "ContentKind", "StaticAnswer", "StaticFetcher"]
+
+NO_IDENTITY: Final = HttpIdentity()
+"""A fetch that sends only what every fetch sends."""
 
 MAX_REDIRECTS: Final = 10
 """Server redirects followed; one more is `http_error` (the browser path's own limit for a
@@ -99,8 +105,9 @@ class StaticFetcher:
     """`async with StaticFetcher(proxy, policy) as fetcher:` one aiohttp session per worker."""
 
     def __init__(self, proxy: ProxyAccess, policy: UrlPolicy) -> None:
+        self._proxy = proxy
         self._proxy_url = proxy.url
-        self._proxy_auth = {hdrs.PROXY_AUTHORIZATION: proxy.credential.header_value}
+        self._proxy_auth = {str(hdrs.PROXY_AUTHORIZATION): proxy.credential.header_value}
         self._policy = policy
         self._session: aiohttp.ClientSession | None = None
 
@@ -124,12 +131,18 @@ class StaticFetcher:
             await session.close()
 
     async def fetch(
-        self, url: str, *, timeout_s: float, max_bytes: int
+        self,
+        url: str,
+        *,
+        timeout_s: float,
+        max_bytes: int,
+        identity: HttpIdentity = NO_IDENTITY,
     ) -> StaticAnswer | PageContent:
-        """The answer at the end of `url`'s redirects, or a failed result saying why not."""
+        """The answer at the end of `url`'s redirects, or a failed result saying why not;
+        every hop sends the request's `identity` (headers, matching cookies, user agent)."""
         try:
-            async with asyncio.timeout(timeout_s):
-                return await self._follow(url, max_bytes)
+            async with asyncio.timeout(timeout_s), self._routed(identity.proxy) as auth:
+                return await self._follow(url, max_bytes, identity, auth)
         except TimeoutError:
             return failed(ErrorCode.TIMEOUT, f"page did not finish within {timeout_s:.1f} s")
         except aiohttp.ClientHttpProxyError as exc:  # the proxy refused a CONNECT (https)
@@ -142,17 +155,38 @@ class StaticFetcher:
         except (aiohttp.ClientError, OSError) as exc:
             return failed(ErrorCode.CONNECTION, f"{url}: {type(exc).__name__}: {exc}")
 
-    async def _follow(self, url: str, max_bytes: int) -> StaticAnswer | PageContent:
+    @contextlib.asynccontextmanager
+    async def _routed(self, proxy: str | None) -> AsyncIterator[dict[str, str]]:
+        """The `Proxy-Authorization` of one fetch: the worker's, or, for a request naming an
+        upstream `proxy`, a credential of the fetch's own that the egress proxy routes
+        through it (and forgets after)."""
+        routes = self._proxy.routes
+        if proxy is None or routes is None:
+            yield self._proxy_auth
+            return
+        credential = self._proxy.for_context()
+        routes.route(credential.username, proxy)
+        try:
+            yield {str(hdrs.PROXY_AUTHORIZATION): credential.header_value}
+        finally:
+            routes.unroute(credential.username)
+
+    async def _follow(
+        self, url: str, max_bytes: int, identity: HttpIdentity, auth: Mapping[str, str]
+    ) -> StaticAnswer | PageContent:
         for _hop in range(MAX_REDIRECTS + 1):
             try:
                 self._policy.check_url(url)  # scheme and literal addresses, before sending
             except BlockedUrlError as exc:
                 return failed(ErrorCode.BLOCKED, str(exc))
+            headers = identity.headers_for(url)
+            if urlsplit(url).scheme == "http":
+                headers.update(auth)
             async with self._session_or_fail().get(
                 url,
                 proxy=self._proxy_url,
-                proxy_headers=self._proxy_auth,  # sent on a CONNECT (https)
-                headers=self._proxy_auth if urlsplit(url).scheme == "http" else None,
+                proxy_headers=auth,  # sent on a CONNECT (https)
+                headers=headers,
                 allow_redirects=False,
             ) as response:
                 refused = proxy_refusal(url, response.status, response.headers)

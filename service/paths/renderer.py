@@ -1,8 +1,10 @@
 """One page by the request's `render` option: the browser, HTTP, or HTTP first (`auto`).
 
-`auto` sends a page to the browser at once when the request asks for a screenshot or its host
-keeps needing the browser (`learner.py`); otherwise it fetches the page over HTTP and keeps
-that answer unless it needs scripts (`escalation_reason`). A failure of the HTTP fetch itself
+`auto` sends a page to the browser at once when the request asks for what only the browser
+does (a screenshot or PDF, page actions, a locale, time zone, geolocation, viewport or device,
+scripts off: `browser_asked`) or its host keeps needing the browser (`learner.py`); otherwise
+it fetches the page over HTTP and keeps that answer unless it needs scripts
+(`escalation_reason`). A failure of the HTTP fetch itself
 (blocked, dns, connection, timeout) is kept: the browser goes through the same proxy and
 policy and would meet the same. Whichever path produced the result is in `rendered_by`.
 """
@@ -21,6 +23,8 @@ from service.content.document import DEFAULT_MAX_PDF_PAGES, pdf_content
 from service.content.page import HTTP_ERROR_FROM, PageContent, failed, page_content
 from service.content.shell import selector_present, shell_reason
 from service.contracts import ErrorCode, Format
+from service.contracts_identity import BROWSER_ONLY_FIELDS
+from service.http.identity import HttpIdentity
 from service.paths.learner import HostRenderMemory
 
 if TYPE_CHECKING:
@@ -45,6 +49,18 @@ LEARNED_REASONS: Final = frozenset(
     {"wait_for", "noscript", "empty_root", "empty_main", "thin_text", "blocked_by_site"}
 )
 """Escalations that say something about the host's pages (not about the request or a file)."""
+
+
+def browser_asked(options: CrawlOptions) -> str | None:
+    """Why `auto` sends a page straight to the browser, from the request alone: a format only
+    it makes, page actions, an identity option only it honours (None: try HTTP first). Pure."""
+    for format_, format_reason in BROWSER_FORMATS:
+        if format_ in options.formats:
+            return format_reason
+    if options.actions:
+        return "actions"
+    browser_only = any(getattr(options, name) is not None for name in BROWSER_ONLY_FIELDS)
+    return "identity" if browser_only or not options.javascript else None
 
 
 def escalation_reason(answer: StaticAnswer, wait_for: str | None) -> str | None:
@@ -105,20 +121,19 @@ class PageRenderer:
         if options.render == "browser":
             return await self._browser(page, browser, timeout_s)
         if options.render == "http":
-            answer = await self._fetcher.fetch(url, timeout_s=timeout_s, max_bytes=max_bytes)
-            return self._by("http", await self._static(answer, page))
+            return self._by("http", await self._static(await self._fetch(page, timeout_s), page))
         return await self._auto(page, host, timeout_s, browser)
 
     async def _auto(
         self, page: _Page, host: str, timeout_s: float, browser: BrowserPath
     ) -> PageContent:
-        for format_, format_reason in BROWSER_FORMATS:
-            if format_ in page.options.formats:
-                return await self._escalate(format_reason, page, browser, timeout_s)
+        asked = browser_asked(page.options)
+        if asked is not None:
+            return await self._escalate(asked, page, browser, timeout_s)
         if self._memory.straight_to_browser(host):
             return await self._escalate("host_learned", page, browser, timeout_s)
         started = time.monotonic()
-        answer = await self._fetcher.fetch(page.url, timeout_s=timeout_s, max_bytes=page.max_bytes)
+        answer = await self._fetch(page, timeout_s)
         if isinstance(answer, PageContent):
             return self._by("http", answer)
         reason = await asyncio.to_thread(escalation_reason, answer, page.options.wait_for)
@@ -149,12 +164,20 @@ class PageRenderer:
 
     async def _document(self, page: _Page, timeout_s: float) -> PageContent | None:
         """The PDF at the page's URL, fetched over HTTP; None when it is no PDF."""
-        answer = await self._fetcher.fetch(page.url, timeout_s=timeout_s, max_bytes=page.max_bytes)
+        answer = await self._fetch(page, timeout_s)
         if isinstance(answer, PageContent):
             return (
                 answer if answer.error is None or answer.error.code != ErrorCode.DOWNLOAD else None
             )
         return await self._static(answer, page) if answer.kind == "pdf" else None
+
+    async def _fetch(self, page: _Page, timeout_s: float) -> StaticAnswer | PageContent:
+        return await self._fetcher.fetch(
+            page.url,
+            timeout_s=timeout_s,
+            max_bytes=page.max_bytes,
+            identity=HttpIdentity.of(page.options),
+        )
 
     async def _static(self, answer: StaticAnswer | PageContent, page: _Page) -> PageContent:
         return await static_content(

@@ -61,6 +61,7 @@ def parse_request(value: bytes | None, settings: Settings) -> CrawlRequest:
                 "max_urls": settings.max_urls_per_request,
                 "max_crawl_pages": settings.max_crawl_pages,
                 "lenient_schemes": True,
+                "proxy_pools": frozenset(settings.proxies),
             },
         )
     except ValidationError as exc:

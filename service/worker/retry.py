@@ -1,12 +1,12 @@
 """When a failed page is tried again, and how long to wait first.
 
 Only transient failures are retried: HTTP 429 and 503 (the server asks us to come back), a
-bot challenge or block page (`blocked_by_site`, like a 429) and connection failures (reset,
-refused, empty response). A 404 or 500, a timeout, a blocked or
-unresolvable target would fail the same way again. Waits use exponential backoff with full
-jitter (a uniform draw between 0 and `base * 2**attempt`, capped), unless the server said how
-long with `Retry-After`; either way a wait must leave time in the page's deadline for the
-next attempt, or the failure is kept.
+bot challenge or block page (`blocked_by_site`, like a 429), connection failures (reset,
+refused, empty response) and an upstream proxy's (`proxy_error`). A 404 or 500, a timeout,
+a blocked or unresolvable target would fail the same way again. Waits use exponential
+backoff with full jitter (a uniform draw between 0 and `base * 2**attempt`, capped), unless
+the server said how long with `Retry-After`; either way a wait must leave time in the
+page's deadline for the next attempt, or the failure is kept.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def retry_reason(content: PageContent) -> str | None:
         return None
     if error.code == ErrorCode.CONNECTION:
         return "connection"
+    if error.code == ErrorCode.PROXY_ERROR:
+        return "proxy_error"
     if error.code == ErrorCode.BLOCKED_BY_SITE:
         return "blocked_by_site"
     if error.code == ErrorCode.HTTP_ERROR and content.status_code in RETRY_STATUSES:

@@ -154,8 +154,9 @@ class FakeFetcher:
         self.answers = list(answers)
         self.fetched = 0
 
-    async def fetch(self, url: str, *, timeout_s: float, max_bytes: int):  # noqa: ARG002
+    async def fetch(self, url: str, *, timeout_s: float, max_bytes: int, identity=None):  # noqa: ARG002
         self.fetched += 1
+        self.identity = identity
         return self.answers[min(self.fetched, len(self.answers)) - 1]
 
 
@@ -177,7 +178,7 @@ class FakeSite:
         self.started = asyncio.Event()
         self.closed: list[str] = []
 
-    async def fetch(self, url: str, *, timeout_s: float, max_bytes: int):  # noqa: ARG002
+    async def fetch(self, url: str, *, timeout_s: float, max_bytes: int, identity=None):  # noqa: ARG002
         self.hits[url] += 1
         self.started.set()
         if self.hanging is not None and self.hanging in url:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import _content
 import _hostile
+import _identity
 import _isolation
 import _isolation_net
 import _jsapps
@@ -84,6 +85,7 @@ def build_app() -> web.Application:
     app.add_routes(_sitemaps.ROUTES)
     app.add_routes(_proxyabuse.ROUTES)
     app.add_routes(_content.ROUTES)
+    app.add_routes(_identity.ROUTES)
     return app
 
 

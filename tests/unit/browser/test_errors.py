@@ -6,6 +6,7 @@ import pytest
 
 from service.browser.failures import FailedNavigation, classify_message, classify_navigation
 from service.contracts import ErrorCode
+from service.egress.refusals import UPSTREAM_FAILED
 from service.egress.verdict import proxy_refusal, proxy_verdict
 
 SITE = "http://127.0.0.1:8080/moved"
@@ -167,3 +168,17 @@ def test_the_proxys_own_answers_are_verdicts():
         ErrorCode.DNS,
         ErrorCode.BLOCKED,
     ]
+
+
+def test_a_tunnel_the_upstream_proxy_failed_is_proxy_error_not_blocked():
+    """The egress proxy reports an upstream's failure on a CONNECT like a refusal, marked:
+    the browser's tunnel failure then says `proxy_error` and what the proxy did."""
+    failure = FailedNavigation(
+        error="net::ERR_TUNNEL_CONNECTION_FAILED",
+        url="https://shop.example/",
+        refused=f"{UPSTREAM_FAILED}proxy office rejected its credentials (407)",
+    )
+    assert classify_navigation(failure) == (
+        ErrorCode.PROXY_ERROR,
+        "https://shop.example/: proxy office rejected its credentials (407)",
+    )

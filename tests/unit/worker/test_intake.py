@@ -79,3 +79,20 @@ def test_a_selector_that_does_not_parse_is_rejected_as_invalid_selector(options)
         parse_request(value.encode(), SETTINGS)
     assert (caught.value.code, caught.value.request_id) == ("invalid_selector", "sel")
     assert "is not a CSS selector" in str(caught.value)
+
+
+def _with_options(options: dict[str, object]) -> bytes:
+    return json.dumps({"request_id": "r", "urls": ["https://a.test/"], "options": options}).encode()
+
+
+def test_a_proxy_pool_must_be_one_of_the_worker_s_and_a_url_s_password_is_not_echoed():
+    settings = Settings(proxies={"office": ["http://u:pw@10.0.0.5:3128"]})
+    assert parse_request(_with_options({"proxy": "office"}), settings).options.proxy == "office"
+    with pytest.raises(RejectedMessageError) as rejected:
+        parse_request(_with_options({"proxy": "home"}), settings)
+    assert rejected.value.code == "invalid_request"
+    assert "'home'" in rejected.value.message
+    assert "'office'" in rejected.value.message
+    with pytest.raises(RejectedMessageError) as bad_url:
+        parse_request(_with_options({"proxy": "ftp://u:hunter2@p.test"}), settings)
+    assert "hunter2" not in bad_url.value.message

@@ -128,3 +128,8 @@ def test_page_deadline_starts_with_the_first_attempt():
     now[0] += 20
     assert deadline.remaining_s() == 0.0
     assert deadline.attempt_s() == MIN_ATTEMPT_S
+
+
+def test_an_upstream_proxy_s_failure_is_retried_like_a_connection_error_and_actions_are_not():
+    assert retry_reason(failed(ErrorCode.PROXY_ERROR, "proxy office refused")) == "proxy_error"
+    assert retry_reason(failed(ErrorCode.ACTION_FAILED, "action 1 (click '#a'): ...")) is None
