@@ -18,6 +18,7 @@ from service.messaging.topics import ensure_topics
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
+    from pathlib import Path
 
     from aiokafka import ConsumerRecord
 
@@ -77,10 +78,12 @@ async def bench_worker(
     *,
     extra_env: dict[str, str] | None = None,
     results: bool = False,
+    checkout: Path | None = None,
 ) -> AsyncIterator[BenchWorker]:
     """A worker with `slots` page slots (and as many pages per host: the site is one host),
     its own topics, a consumer of its progress topic (and results topic with `results`) from
-    now on, and a producer; all stopped afterwards."""
+    now on, and a producer; all stopped afterwards. `checkout`: run the worker of another
+    checkout of the project (its own `.venv`), to compare two versions in one run."""
     prefix = f"bench{uuid.uuid4().hex[:6]}"
     env = worker_env(
         bootstrap,
@@ -95,8 +98,9 @@ async def bench_worker(
     log = ROOT / ".bench" / f"{prefix}-worker.log"
     log.parent.mkdir(exist_ok=True)
     with log.open("wb") as stderr:
+        python = str(checkout / ".venv" / "bin" / "python") if checkout else sys.executable
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "service", "worker", env=env, stderr=stderr
+            python, "-m", "service", "worker", env=env, stderr=stderr, cwd=checkout
         )
     topics = [settings.progress_topic] + ([settings.results_topic] if results else [])
     consumer = AIOKafkaConsumer(

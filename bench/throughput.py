@@ -121,16 +121,18 @@ async def service(
     session: str | None = None,
     extra_env: dict[str, str] | None = None,
     py_spy: Path | None = None,
+    checkout: Path | None = None,
+    render: str = "browser",
 ) -> Run:
     """pages/s, peak PSS and CPU of one worker process crawling `urls` through Kafka (every
     request in `session` when given)."""
     async with bench_worker(
-        broker.bootstrap_servers, site_port, slots, extra_env=extra_env
+        broker.bootstrap_servers, site_port, slots, extra_env=extra_env, checkout=checkout
     ) as worker:
         pid = worker.process.pid
         spy = await _py_spy(pid, py_spy / f"{worker.prefix}.txt") if py_spy else None
         roots = {pid: "worker (python)", broker.pid: "broker (java)"}
-        options = CrawlOptions(formats=FORMATS, session=session)
+        options = CrawlOptions(formats=FORMATS, session=session, render=render)  # type: ignore[arg-type]
         async with PeakPss(pid).running() as pss, CpuAccount(roots).running() as cpu:
             with Stopwatch() as watch:
                 await worker.until_ended(await worker.send(urls, options))
@@ -138,6 +140,34 @@ async def service(
             spy.send_signal(signal.SIGINT)
             await spy.wait()
     return Run(len(urls) / watch.seconds, pss.peak, cpu.by_role())
+
+
+async def baseline_rows(
+    broker: LocalBroker,
+    site: object,
+    pages: int,
+    slots: int,
+    checkout: Path,
+    env: dict[str, str],
+) -> dict[str, Run]:
+    """Default isolation on the browser and the HTTP path, this checkout's worker and the
+    baseline's alternately (ours, theirs, theirs, ours), so drift hits both alike."""
+    base = site.base_url  # type: ignore[attr-defined]
+    port = site.port  # type: ignore[attr-defined]
+    rows: dict[str, Run] = {}
+    for render in ("browser", "http"):
+        for n, which in enumerate((None, checkout, checkout, None)):
+            label = f"{render}, {'baseline' if which else 'this checkout'} #{n // 2 + 1}"
+            urls = _urls(base, pages, f"{render}{n}")
+            rows[label] = await service(
+                broker, port, urls, slots, extra_env=env, checkout=which, render=render
+            )
+    for render in ("browser", "http"):
+        ours = [run.rate for label, run in rows.items() if label.startswith(f"{render}, this")]
+        theirs = [run.rate for label, run in rows.items() if label.startswith(f"{render}, base")]
+        ratio = (sum(ours) / len(ours)) / (sum(theirs) / len(theirs))
+        print(f"{render} path, this checkout / baseline ({checkout}): {ratio:.3f}")
+    return rows
 
 
 async def _py_spy(pid: int, out: Path) -> asyncio.subprocess.Process:
@@ -165,6 +195,12 @@ async def main() -> None:
         "--no-render-paths", action="store_true", help="skip the render-path rows (faster)"
     )
     parser.add_argument("--log-level", default="warning", help="the worker's CRAWL_LOG_LEVEL")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout (with its .venv): its worker's default rows run beside ours",
+    )
     args = parser.parse_args()
     pages, slots = args.pages, args.concurrency
     log_level = {"CRAWL_LOG_LEVEL": args.log_level}
@@ -210,6 +246,8 @@ async def main() -> None:
                 extra_env=log_level,
             ),
         }
+        if args.baseline is not None:
+            rows |= await baseline_rows(broker, site, pages, slots, args.baseline, log_level)
         after = await bare_loop(_urls(site.base_url, pages, "d"), slots)
         if not args.no_render_paths:
             await render_rows(broker.bootstrap_servers, site, pages, slots)  # printed first
