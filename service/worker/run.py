@@ -104,6 +104,8 @@ class Run:
         self._done: set[str] = set()
         self._deadline_at: datetime | None = None
         self._started = time.monotonic()
+        self._marks: dict[str, float] = {}
+        """Wall-clock ms of the run's steps, logged at debug level (`run.timing`)."""
 
     def cancel(self, cancel: Cancel) -> None:
         """Stop: dispatch nothing more; fetchers stop this run's pages as the cancel
@@ -127,7 +129,11 @@ class Run:
         with structlog.contextvars.bound_contextvars(run_id=self.run_id):
             await self._execute()
 
+    def _mark(self, step: str) -> None:
+        self._marks.setdefault(step, time.time() * 1000)
+
     async def _execute(self) -> None:
+        self._mark("started")
         expires_at = self._request.expires_at
         if expires_at is not None and expires_at <= utc_now():
             await self._finish(EventType.EXPIRED, f"expired at {expires_at.isoformat()}")
@@ -147,6 +153,7 @@ class Run:
                 deadline = loop.call_later(budget_s, self._halt, Stop.deadline(budget_s))
             relieving = asyncio.ensure_future(self._relieve()) if self._relieve else None
             await self._outputs.event(EventType.ACCEPTED)
+            self._mark("accepted_sent")
             if relieving is not None:
                 await relieving  # before any page goes out: from here the run only waits
             await self._crawl_or_fail(position)
@@ -281,6 +288,7 @@ class Run:
                 del self._queues[key]
         if not sent:
             return
+        self._mark("dispatched")
         self._deps.metrics.runs_waiting.inc(len(sent))
         await self._outputs.acknowledged()
         await self._outputs.frontier(self._record("dispatched", links=tuple(sent)))
@@ -314,6 +322,7 @@ class Run:
         elif self._waiting.pop(url, None) is None:
             return  # not a page of this run's plan (an earlier run admitted otherwise)
         self._done.add(url)
+        self._mark("first_outcome")
         self._outputs.discovered = self._plan.discovered
         await self._outputs.page_done(url, record.outcome or "failed", record.error_code)
         self._admit(await self._fold(record))
@@ -381,6 +390,9 @@ class Run:
         self._outputs.total = len(self._plan.admitted)
         await self._outputs.event(kind, detail=detail)
         await self._outputs.acknowledged()
+        self._mark("acknowledged")
+        since = self._since_ms or self._marks["started"]
+        log.debug("run.timing", **{f"{k}_ms": round(v - since) for k, v in self._marks.items()})
         self._deps.metrics.requests.labels(kind.value).inc()
         log.info(
             "request.finished",
