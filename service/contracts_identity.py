@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from service.devices import device_names, suggestions
+from service.proxy_url import UpstreamProxy, is_proxy_url
 
 MAX_HEADERS: Final = 64
 """Extra headers per request."""
@@ -83,7 +84,6 @@ _POOL_NAME: Final = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 def _proxy(spec: str, info: ValidationInfo) -> str:
     """A proxy URL that parses, or the name of a pool the worker has (when the validation
     context lists them as `proxy_pools`); the error never repeats the URL (credentials)."""
-    from service.egress.upstream import UpstreamProxy, is_proxy_url  # noqa: PLC0415 (cycle)
 
     if is_proxy_url(spec):
         UpstreamProxy.parse(spec)

@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from service.errors import ConfigurationError
+from service.proxy_url import UpstreamProxy
 
 ENV_PREFIX = "CRAWL_"
 
@@ -236,7 +237,6 @@ class Settings(BaseSettings):
     @field_validator("proxies")
     @classmethod
     def _proxy_urls(cls, pools: dict[str, list[str]]) -> dict[str, list[str]]:
-        from service.egress.upstream import UpstreamProxy  # noqa: PLC0415 (import cycle)
 
         for name, urls in pools.items():
             if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):

@@ -20,24 +20,17 @@ import ipaddress
 import itertools
 import ssl
 import struct
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Literal
-from urllib.parse import unquote, urlsplit
+from typing import TYPE_CHECKING, Final
 
 from service.egress.tunnel import STREAM_LIMIT, Stream
 from service.errors import RetryableError
 from service.net.policy import BlockedUrlError, UnresolvableHostError
+from service.proxy_url import UpstreamProxy, is_proxy_url
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
     from service.net.policy import UrlPolicy
-
-UpstreamScheme = Literal["http", "https", "socks5"]
-
-SCHEMES: Final = frozenset({"http", "https", "socks5"})
-
-DEFAULT_PORTS: Final = {"http": 8080, "https": 443, "socks5": 1080}
 
 MAX_ANSWER_BYTES: Final = 16 * 1024
 """Largest answer head to a CONNECT read from an upstream proxy."""
@@ -62,47 +55,6 @@ _SOCKS_REPLIES: Final = {
 class UpstreamError(RetryableError):
     """An upstream proxy refused, rejected its credentials or failed (`proxy_error`); the
     message names the proxy by its label only."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UpstreamProxy:
-    scheme: UpstreamScheme
-    host: str
-    port: int
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
-    label: str
-    """What logs and messages call it: its pool's name, or its host:port."""
-    trusted: bool = False
-    """From `CRAWL_PROXIES`: its own address is not checked by the URL policy."""
-
-    @classmethod
-    def parse(cls, url: str, *, pool: str | None = None) -> UpstreamProxy:
-        """The proxy at `url`; ValueError (without the credentials) when it is none."""
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        if scheme not in SCHEMES or not parts.hostname:
-            raise ValueError("a proxy is an http://, https:// or socks5:// URL with a host")
-        if parts.path not in {"", "/"} or parts.query or parts.fragment:
-            raise ValueError("a proxy URL has no path, query or fragment")
-        try:
-            port = parts.port or DEFAULT_PORTS[scheme]
-        except ValueError:
-            raise ValueError("the proxy URL's port is not a port") from None
-        host = parts.hostname
-        return cls(
-            scheme=scheme,  # type: ignore[arg-type]
-            host=host,
-            port=port,
-            username=unquote(parts.username) if parts.username is not None else None,
-            password=unquote(parts.password) if parts.password is not None else None,
-            label=pool or f"{host}:{port}",
-            trusted=pool is not None,
-        )
-
-
-def is_proxy_url(spec: str) -> bool:
-    return "://" in spec
 
 
 class UpstreamPools:
