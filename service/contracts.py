@@ -38,6 +38,7 @@ from service.contracts_identity import (
     UserAgent,
     Viewport,
 )
+from service.selectors import css_problem
 
 SCHEMA_VERSION: Final = 1
 """The version every message of this module carries; a reader rejects any other."""
@@ -154,7 +155,6 @@ MAX_EXTRACT_DEPTH: Final = 5
 
 def _css_selector(selector: str) -> str:
     """`selector` when lexbor (the engine that applies it) parses it; else `invalid_selector`."""
-    from service.content.selectors import css_problem  # noqa: PLC0415 (import cycle)
 
     problem = css_problem(selector)
     if problem is not None:
