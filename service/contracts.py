@@ -38,6 +38,7 @@ from service.contracts_identity import (
     UserAgent,
     Viewport,
 )
+from service.patterns import compile_patterns
 from service.selectors import css_problem
 
 SCHEMA_VERSION: Final = 1
@@ -359,7 +360,6 @@ class CrawlSpec(_Untrusted):
     @field_validator("include", "exclude")
     @classmethod
     def _compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
-        from service.frontier.scope import compile_patterns  # noqa: PLC0415 (import cycle)
 
         compile_patterns(patterns)
         return patterns

@@ -10,51 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
 
-import regex
-
-from service.frontier._repeats import unrolled_weight
 from service.logs import get_logger
 from service.net.hosts import host_key, site_of
+from service.patterns import compile_patterns
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-MAX_PATTERNS: Final = 32
-"""Patterns in one list (include or exclude)."""
-
-MAX_PATTERN_LENGTH: Final = 512
-"""Characters of one pattern."""
-
-MAX_REPEAT_WEIGHT: Final = 50_000
-"""Items the counted repeats of one list may unroll into when compiled, by the conservative
-count of `unrolled_weight` (`(a{100}){100}` counts 20,100); about 13 MB at worst."""
+    import regex
 
 MATCH_TIMEOUT_S: Final = 0.05
 """Longest search of one pattern in one URL; a search that takes longer does not admit it."""
 
-_SHOWN_CHARS: Final = 60
-"""Characters of a pattern quoted in an error message."""
-
 ScopeKind = Literal["host", "domain", "prefix"]
 
 _LOG = get_logger(__name__)
-
-
-def compile_patterns(patterns: Sequence[str]) -> tuple[regex.Pattern[str], ...]:
-    """The patterns compiled; ValueError saying which pattern (counted from 0) and why when
-    there are too many, one is too long, would unroll too much, or does not compile."""
-    if len(patterns) > MAX_PATTERNS:
-        raise ValueError(f"{len(patterns)} patterns; at most {MAX_PATTERNS} are allowed")
-    weights = [_checked_weight(index, pattern) for index, pattern in enumerate(patterns)]
-    if sum(weights) > MAX_REPEAT_WEIGHT:
-        heaviest = max(range(len(patterns)), key=weights.__getitem__)
-        raise ValueError(
-            f"the counted repeats ({{m,n}}) of these patterns may unroll into more than "
-            f"{MAX_REPEAT_WEIGHT:,} items when compiled; pattern {heaviest} "
-            f"{_shown(patterns[heaviest])} alone counts {weights[heaviest]:,}: use fewer or "
-            f"smaller counts, or `+` and `*`"
-        )
-    return tuple(_compiled(index, pattern) for index, pattern in enumerate(patterns))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,24 +117,3 @@ def _compiled_list(name: str, patterns: Sequence[str]) -> tuple[regex.Pattern[st
         return compile_patterns(patterns)
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from exc
-
-
-def _checked_weight(index: int, pattern: str) -> int:
-    if len(pattern) > MAX_PATTERN_LENGTH:
-        raise ValueError(
-            f"pattern {index} {_shown(pattern)} is {len(pattern)} characters long; "
-            f"at most {MAX_PATTERN_LENGTH} are allowed"
-        )
-    return unrolled_weight(pattern, cap=MAX_REPEAT_WEIGHT)
-
-
-def _compiled(index: int, pattern: str) -> regex.Pattern[str]:
-    try:
-        return regex.compile(pattern)
-    except regex.error as exc:
-        raise ValueError(f"pattern {index} {_shown(pattern)} does not compile: {exc}") from exc
-
-
-def _shown(pattern: str) -> str:
-    shown = pattern if len(pattern) <= _SHOWN_CHARS else pattern[:_SHOWN_CHARS] + "..."
-    return repr(shown)

@@ -6,7 +6,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from service.frontier import MAX_PATTERN_LENGTH, MAX_PATTERNS, Scope, compile_patterns
-from service.frontier._repeats import unrolled_weight
+from service.patterns import unrolled_weight
 
 CATASTROPHIC = r"(a|aa)+$"
 """Backtracks exponentially on a long run of `a` that does not end the URL."""
