@@ -238,7 +238,7 @@ class Run:
         sitemap, finished, dispatched = _logged(records)
         if sitemap is not None:
             self._plan.sitemap(sitemap)
-        self._resume(finished, dispatched)
+        await self._resume(finished, dispatched)
         self._deps.metrics.runs_waiting.inc(len(self._dispatched))
         self._outputs.total = len(self._plan.admitted)
         self._outputs.discovered = self._plan.discovered
@@ -251,9 +251,11 @@ class Run:
             )
         return sitemap
 
-    def _resume(self, finished: dict[str, FrontierRecord], dispatched: set[str]) -> None:
-        """Fold finished pages in admission order (admitting may reveal more finished ones);
-        pages dispatched and unanswered are waited for."""
+    async def _resume(self, finished: dict[str, FrontierRecord], dispatched: set[str]) -> None:
+        """Fold finished pages in admission order (admitting may reveal more finished ones),
+        each with its page event in this run (an earlier run may have died before sending
+        it: every run's events name every page it counts); pages dispatched and unanswered
+        are waited for."""
         index = 0
         while index < len(self._plan.admitted):
             page = self._plan.admitted[index]
@@ -261,8 +263,12 @@ class Run:
             record = finished.pop(page.url, None)
             if record is not None:
                 self._done.add(page.url)
-                self._outputs.count(record.outcome or "failed")
                 self._plan.finished(record)
+                self._outputs.total = len(self._plan.admitted)
+                self._outputs.discovered = self._plan.discovered
+                await self._outputs.page_done(
+                    page.url, record.outcome or "failed", record.error_code
+                )
             elif page.url in dispatched:
                 key = self._dispatched[page.url] = self._key(page.url)
                 self._per_key[key] += 1

@@ -215,20 +215,28 @@ def test_memory_request_equals_the_limit_the_governor_reads(full):
 
 
 def test_keda_scales_on_the_workers_group_and_topic_up_to_the_partition_count(full):
-    """Kafka trigger on the requests topic and group; max replicas = requests partitions;
-    paused partitions' lag counts; metadata keys are the scaler's own."""
+    """Kafka triggers on both groups: the coordinators' on the requests topic and the
+    fetchers' on the pages topic; max replicas = partitions of each (equal); paused
+    partitions' lag counts; metadata keys are the scaler's own."""
     spec = one(full, "ScaledObject")["spec"]
     settings = config(full)
     assert spec["scaleTargetRef"]["name"] == one(full, "Deployment")["metadata"]["name"]
     assert spec["maxReplicaCount"] == int(settings["CRAWL_REQUESTS_PARTITIONS"])
-    kafka, prometheus = spec["triggers"]
-    meta = kafka["metadata"]
-    assert set(meta) <= KAFKA_TRIGGER_KEYS
-    assert meta["topicFromEnv"] == "CRAWL_REQUESTS_TOPIC" in settings
-    assert meta["consumerGroupFromEnv"] == "CRAWL_GROUP_ID" in settings
-    assert meta["bootstrapServersFromEnv"] == "KAFKA_BOOTSTRAP_SERVERS" in settings
-    assert meta["excludePersistentLag"] == "false"
-    assert meta["allowIdleConsumers"] == "false"
+    assert spec["maxReplicaCount"] == int(settings["CRAWL_PAGE_PARTITIONS"])
+    requests, pages, prometheus = spec["triggers"]
+    for kafka, topic, group in (
+        (requests, "CRAWL_REQUESTS_TOPIC", "CRAWL_GROUP_ID"),
+        (pages, "CRAWL_PAGES_TOPIC", "CRAWL_FETCHER_GROUP_ID"),
+    ):
+        meta = kafka["metadata"]
+        assert set(meta) <= KAFKA_TRIGGER_KEYS
+        assert meta["topicFromEnv"] == topic
+        assert topic in settings
+        assert meta["consumerGroupFromEnv"] == group
+        assert group in settings
+        assert meta["bootstrapServersFromEnv"] == "KAFKA_BOOTSTRAP_SERVERS" in settings
+        assert meta["excludePersistentLag"] == "false"
+        assert meta["allowIdleConsumers"] == "false"
     assert prometheus["type"] == "prometheus"
     assert set(prometheus["metadata"]) <= PROMETHEUS_TRIGGER_KEYS
     assert "crawl_pages_pending" in prometheus["metadata"]["query"]
