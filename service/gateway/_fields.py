@@ -38,11 +38,20 @@ _CONTRACT_NAMES: Final = {
     "exclude": "excludePaths",
     "delay_ms": "delay",
     "timeout_ms": "timeout",
+    "include_tags": "includeTags",
+    "exclude_tags": "excludeTags",
+    "only_main_content": "onlyMainContent",
+    "extract": "formats.json.schema",
+    "locale": "location.languages",
+    "device": "mobile",
 }
 
 
 def _firecrawl_name(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
-    return tuple(_CONTRACT_NAMES.get(str(part), part) for part in loc[:1]) + loc[1:]
+    if not loc:
+        return loc
+    head = _CONTRACT_NAMES.get(str(loc[0]))
+    return loc if head is None else (*head.split("."), *loc[1:])
 
 
 def split_urls(urls: list[str]) -> tuple[list[str], list[str]]:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Final
 
+from service.contracts import ErrorCode
+from service.gateway.actions import document_actions
+
 if TYPE_CHECKING:
-    from service.contracts import PageMetadata, PageResult
+    from service.contracts import DocumentInfo, PageMetadata, PageResult, StructuredData
     from service.gateway.options import ScrapeChoices
 
 BASE64_IMAGE: Final = re.compile(r"!\[[^\]]*\]\(data:image/[^)]*\)")
@@ -14,6 +17,21 @@ BASE64_IMAGE: Final = re.compile(r"!\[[^\]]*\]\(data:image/[^)]*\)")
 
 SCREENSHOT_PREFIX: Final = "data:image/png;base64,"
 """Firecrawl's self-hosted screenshots are data URLs (its cloud uploads them instead)."""
+
+PDF_PREFIX: Final = "data:application/pdf;base64,"
+"""The `pdf` format (an extension), as a data URL like screenshots."""
+
+ERROR_MESSAGES: Final[dict[ErrorCode, str]] = {
+    ErrorCode.BLOCKED_BY_SITE: (
+        "The site answered with a bot challenge or block page ({message}); this cluster does "
+        "not try to get past it (no stealth proxies, no CAPTCHA solving)"
+    ),
+    ErrorCode.ACTION_FAILED: "Action failed: {message}",
+    ErrorCode.PROXY_ERROR: "Proxy error: the upstream proxy failed ({message})",
+    ErrorCode.INVALID_SELECTOR: "Invalid selector: {message}",
+}
+"""Firecrawl-style wording of the codes it has its own messages for; the others are
+`code: message`. Every one starts with the code, so a caller can match on it."""
 
 
 def document(result: PageResult, choices: ScrapeChoices) -> dict[str, Any]:
@@ -23,9 +41,12 @@ def document(result: PageResult, choices: ScrapeChoices) -> dict[str, Any]:
         value = _format(result, name, choices)
         if value is not None:
             out[name] = value
+    if result.actions is not None:
+        out["actions"] = document_actions(result.actions, SCREENSHOT_PREFIX)
     out["metadata"] = metadata(result)
-    if choices.warning:
-        out["warning"] = choices.warning
+    warnings = [w for w in (choices.warning, _document_warning(result)) if w]
+    if warnings:
+        out["warning"] = "; ".join(warnings)
     return out
 
 
@@ -42,9 +63,44 @@ def metadata(result: PageResult) -> dict[str, Any]:
         "proxyUsed": "basic",
         "cacheState": "miss",
     }
+    if result.document is not None:
+        out |= _pdf_metadata(result.document)
     if result.error is not None:
-        out["error"] = f"{result.error.code.value}: {result.error.message}"
+        out["error"] = error_message(result.error.code, result.error.message)
     return out
+
+
+def error_message(code: ErrorCode, message: str) -> str:
+    """`metadata.error` of a failed page: `code: ...`, in Firecrawl's words where it has them."""
+    template = ERROR_MESSAGES.get(code)
+    text = message if template is None else template.format(message=message)
+    return f"{code.value}: {text}"
+
+
+def _pdf_metadata(info: DocumentInfo) -> dict[str, Any]:
+    """A PDF's metadata as Firecrawl names it: `numPages` the pages read, `totalPages` the
+    document's own, `contentType`; `title` and `author` from the document."""
+    out: dict[str, Any] = {
+        "contentType": "application/pdf",
+        "numPages": info.pages_read,
+        "totalPages": info.page_count,
+    }
+    if info.title:
+        out["title"] = info.title
+    if info.author:
+        out["author"] = info.author
+    return out
+
+
+def _document_warning(result: PageResult) -> str | None:
+    info = result.document
+    if info is not None and not info.text_layer:
+        return "the PDF is scanned (no text layer): no text was read (no OCR on this cluster)"
+    if info is not None and info.pages_read < info.page_count:
+        return f"the PDF's text stops after {info.pages_read} of {info.page_count} pages"
+    if result.truncated:
+        return "the content was cut at the cluster's result size limit"
+    return None
 
 
 def _page_metadata(page: PageMetadata) -> dict[str, Any]:
@@ -62,7 +118,9 @@ def _page_metadata(page: PageMetadata) -> dict[str, Any]:
     return out
 
 
-def _format(result: PageResult, name: str, choices: ScrapeChoices) -> str | list[str] | None:
+def _format(result: PageResult, name: str, choices: ScrapeChoices) -> Any:  # noqa: ANN401
+    if name in {"json", "structuredData", "pdf"}:
+        return _data_format(result, name)
     if name == "markdown":
         text = result.markdown or ""
         return BASE64_IMAGE.sub("", text) if choices.remove_base64_images else text
@@ -74,3 +132,15 @@ def _format(result: PageResult, name: str, choices: ScrapeChoices) -> str | list
     if name == "screenshot" and result.screenshot:
         return SCREENSHOT_PREFIX + result.screenshot
     return None
+
+
+def _data_format(result: PageResult, name: str) -> Any:  # noqa: ANN401
+    if name == "json":
+        return result.json_data
+    if name == "structuredData":
+        return _structured(result.structured_data) if result.structured_data else None
+    return PDF_PREFIX + result.pdf if result.pdf else None
+
+
+def _structured(data: StructuredData) -> dict[str, Any]:
+    return {"jsonLd": data.json_ld, "microdata": data.microdata, "openGraph": data.open_graph}

@@ -33,6 +33,7 @@ from service.gateway._fields import (
 )
 from service.gateway.errors import ApiError, Detail, bad_request, refused
 from service.gateway.options import ScrapeChoices, scrape_choices
+from service.gateway.page_options import contract_fields
 from service.webhooks.payloads import WebhookConfig
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class Limits:
     max_urls: int
     max_crawl_pages: int
     max_pages_per_host: int
+    proxy_pools: frozenset[str] | None = None
+    """The `CRAWL_PROXIES` pool names a `proxy` may name (None: not judged here)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
@@ -63,6 +66,7 @@ class Limits:
             max_urls=settings.max_urls_per_request,
             max_crawl_pages=settings.max_crawl_pages,
             max_pages_per_host=settings.max_pages_per_host,
+            proxy_pools=frozenset(settings.proxies),
         )
 
 
@@ -182,8 +186,11 @@ def _plan(
     }
     if choices.timeout_ms is not None:
         fields["timeout_ms"] = choices.timeout_ms
-    del limits  # the per-page ceilings are the worker's (it clamps `timeout_ms`)
-    return ScrapePlan(options=validated(CrawlOptions, fields, path), choices=choices)
+    fields |= contract_fields(options, path, json_schema=choices.json_schema)
+    # the per-page ceilings are the worker's (it clamps `timeout_ms`)
+    context = None if limits.proxy_pools is None else {"proxy_pools": limits.proxy_pools}
+    options_: CrawlOptions = validated(CrawlOptions, fields, path, context=context)
+    return ScrapePlan(options=options_, choices=choices)
 
 
 def _spec(body: Mapping[str, Any], url: str, limits: Limits) -> CrawlSpec:

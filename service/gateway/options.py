@@ -9,18 +9,22 @@ from typing import TYPE_CHECKING, Any, Final
 
 from service.contracts import Format
 from service.gateway.errors import Detail, bad_request, refused
+from service.gateway.page_options import country_of, selector_schema
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
 Path = tuple[str | int, ...]
 
-FORMATS: Final[dict[str, Format]] = {
+FORMATS: Final[dict[str, Format | None]] = {
     "markdown": Format.MARKDOWN,
     "html": Format.HTML,
     "rawHtml": Format.HTML,
     "links": Format.LINKS,
     "screenshot": Format.SCREENSHOT,
+    "json": None,  # with a selector schema only: the contract's `extract`, no format
+    "structuredData": Format.STRUCTURED_DATA,  # an extension: JSON-LD, microdata, Open Graph
+    "pdf": Format.PDF,  # an extension: the rendered page printed to PDF
 }
 """Firecrawl formats the cluster produces, and the contract format each comes from."""
 
@@ -30,10 +34,7 @@ DEFAULT_FORMATS: Final = ("markdown",)
 SCREENSHOT_KEYS: Final = frozenset({"type", "fullPage"})
 """Keys of a `{"type": "screenshot", ...}` format the cluster honours."""
 
-PROXIES: Final = frozenset({"basic", "auto"})
-"""`proxy` values that mean a direct fetch: the cluster has no proxy pools yet."""
-
-NOT_APPLIED: Final = ("onlyMainContent", "blockAds")
+NOT_APPLIED: Final = ("blockAds",)
 """Options the SDKs send by default that the cluster accepts without applying them; a
 document names them in its `warning` when they are on."""
 
@@ -48,10 +49,12 @@ class ScrapeChoices:
     timeout_ms: int | None = None
     remove_base64_images: bool = True
     warning: str | None = None
+    json_schema: dict[str, Any] | None = None
+    """The selector schema of a `json` format (the contract's `extract`); not persisted."""
 
     @property
     def contract_formats(self) -> set[Format]:
-        return {FORMATS[name] for name in self.formats}
+        return {f for name in self.formats if (f := FORMATS[name]) is not None}
 
 
 def _is_false(value: object) -> bool:
@@ -78,8 +81,15 @@ _ACCEPTED: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
     "removeBase64Images": (_any, ""),
     "timeout": (_any, ""),
     "formats": (_any, ""),
-    "proxy": (lambda v: v is None or v in PROXIES, "no proxy pools: only basic or auto"),
-    "mobile": (_is_false, "no mobile emulation yet"),
+    # mapped by `page_options.contract_fields`, which checks their values:
+    "headers": (_any, ""),
+    "includeTags": (_any, ""),
+    "excludeTags": (_any, ""),
+    "mobile": (_any, ""),
+    "location": (_any, ""),
+    "actions": (_any, ""),
+    "proxy": (_any, ""),
+    "parsers": (_any, ""),
     "fastMode": (_is_false, "no fast mode"),
     "skipTlsVerification": (_is_false, "certificates are always verified"),
     "lockdown": (_is_false, "not supported"),
@@ -88,12 +98,6 @@ _ACCEPTED: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
     "domainTools": (_is_false, "not supported"),
     "waitFor": (_is_zero, "no fixed delay: the worker waits for the page to settle itself"),
     "minAge": (_is_zero, "nothing is cached: no answer is older than the request"),
-    "headers": (_is_empty, "request headers are not in the crawl contract yet"),
-    "includeTags": (_is_empty, "tag filters are not in the crawl contract yet"),
-    "excludeTags": (_is_empty, "tag filters are not in the crawl contract yet"),
-    "actions": (_is_empty, "page actions are not in the crawl contract yet"),
-    "location": (_is_empty, "no geolocated proxies on this cluster"),
-    "parsers": (_is_empty, "documents other than HTML are not parsed"),
     "useMock": (_is_empty, "not supported"),
     "threatProtection": (_is_empty, "not supported"),
     "profile": (_is_empty, "not supported"),
@@ -111,24 +115,28 @@ def scrape_choices(options: Mapping[str, Any], path: Path) -> ScrapeChoices:
         ok, why = rule
         if not ok(value):
             raise refused((*path, key), f"{value!r} cannot be honoured: {why}")
-    formats, full_page = _formats(options.get("formats"), (*path, "formats"))
+    formats, full_page, json_schema = _formats(options.get("formats"), (*path, "formats"))
     return ScrapeChoices(
         formats=formats,
         full_page=full_page,
         timeout_ms=_timeout(options.get("timeout"), (*path, "timeout")),
         remove_base64_images=options.get("removeBase64Images", True) is not False,
         warning=_warning(options),
+        json_schema=json_schema,
     )
 
 
 def _warning(options: Mapping[str, Any]) -> str | None:
-    on = [key for key in NOT_APPLIED if options.get(key, key == "onlyMainContent") is True]
-    if not on:
-        return None
-    return (
-        f"not applied by this cluster: {', '.join(on)} (markdown holds the page's whole "
-        "readable content; no ad blocking)"
-    )
+    notes = []
+    if any(options.get(key) is True for key in NOT_APPLIED):
+        notes.append("blockAds (no ad blocking)")
+    country = country_of(options)
+    if country is not None:
+        notes.append(
+            f"location.country {country!r} (no geolocated egress: pages are fetched "
+            "from the cluster's own network; only location.languages is applied)"
+        )
+    return f"not applied by this cluster: {'; '.join(notes)}" if notes else None
 
 
 def _timeout(value: object, path: Path) -> int | None:
@@ -139,18 +147,25 @@ def _timeout(value: object, path: Path) -> int | None:
     return value
 
 
-def _formats(value: object, path: Path) -> tuple[tuple[str, ...], bool]:
+def _formats(value: object, path: Path) -> tuple[tuple[str, ...], bool, dict[str, Any] | None]:
     if value is None:
-        return DEFAULT_FORMATS, False
+        return DEFAULT_FORMATS, False, None
     if not isinstance(value, list):
         raise bad_request(Detail(path=path, message="a list of formats is expected"))
     names: list[str] = []
     full_page = False
+    json_schema: dict[str, Any] | None = None
     for index, item in enumerate(value):
         name, full = _format(item, (*path, index))
+        if name == "json":
+            if not isinstance(item, dict):
+                raise bad_request(
+                    Detail(path=(*path, index), message="json must be an object with a schema")
+                )
+            json_schema = selector_schema(item, (*path, index))
         names.append(name)
         full_page = full_page or full
-    return tuple(dict.fromkeys(names)), full_page
+    return tuple(dict.fromkeys(names)), full_page, json_schema
 
 
 def _format(item: object, path: Path) -> tuple[str, bool]:

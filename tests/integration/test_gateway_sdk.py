@@ -39,6 +39,7 @@ async def test_scrape_returns_markdown_html_links_and_a_screenshot(
         sdk(gateway).scrape,
         site.url("/page/3"),
         formats=["markdown", "html", "links", "screenshot"],
+        only_main_content=False,  # the title is in the page's <header>
         timeout=60_000,
     )
     assert "Page 3" in (doc.markdown or "")
@@ -48,17 +49,20 @@ async def test_scrape_returns_markdown_html_links_and_a_screenshot(
     assert doc.metadata_typed.status_code == 200
     assert doc.metadata_typed.source_url == site.url("/page/3")
     assert doc.metadata_typed.title == "Page 3"
+    main = await asyncio.to_thread(sdk(gateway).scrape, site.url("/page/3"), timeout=60_000)
+    assert "Page 3" not in (main.markdown or "")  # Firecrawl's default: main content only
+    assert main.markdown
 
 
 async def test_an_option_the_cluster_cannot_honour_is_refused_naming_it(
     start_worker, start_gateway, site: TestSite
 ):
-    """`mobile: true` gets Firecrawl's 400 naming the option; nothing is produced."""
+    """`proxy: stealth` gets Firecrawl's 400 naming the option; nothing is produced."""
     gateway = await start_gateway()
     with pytest.raises(FirecrawlError) as raised:
-        await asyncio.to_thread(sdk(gateway).scrape, site.url("/page/1"), mobile=True)
+        await asyncio.to_thread(sdk(gateway).scrape, site.url("/page/1"), proxy="stealth")
     assert raised.value.status_code == 400
-    assert "mobile" in str(raised.value)
+    assert "proxy" in str(raised.value)
 
 
 async def test_crawl_with_limit_and_include_paths_through_the_waiter(

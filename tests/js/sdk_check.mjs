@@ -7,7 +7,10 @@ const app = new Firecrawl({ apiKey: "fc-test", apiUrl: process.env.GATEWAY_URL }
 const site = process.env.SITE_URL;
 const sources = (docs) => docs.map((doc) => doc.metadata?.sourceURL);
 
-const doc = await app.scrape(`${site}page/3`, { formats: ["markdown", "html", "links"] });
+const doc = await app.scrape(`${site}page/3`, {
+  formats: ["markdown", "html", "links"],
+  onlyMainContent: false, // the title is in the page's <header>
+});
 const crawled = await app.crawl(site, {
   limit: 8, includePaths: ["^/page/"], pollInterval: 1, timeout: 120,
 });

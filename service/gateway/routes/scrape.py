@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from service.contracts import ErrorCode
-from service.gateway.documents import document
+from service.gateway.documents import document, error_message
 from service.gateway.errors import ApiError
 from service.gateway.mapping import scrape_plan
 from service.gateway.routes._deps import GatewayDep, JsonBody, TenantDep  # noqa: TC001
@@ -29,6 +29,8 @@ _FAILURES: Final[dict[ErrorCode, int]] = {
     ErrorCode.ROBOTS: 403,
     ErrorCode.INVALID_URL: 400,
     ErrorCode.INVALID_SELECTOR: 400,
+    ErrorCode.BLOCKED_BY_SITE: 403,
+    ErrorCode.PROXY_ERROR: 502,
 }
 """The HTTP status of a page that failed, by its error code (others: 500)."""
 
@@ -55,5 +57,5 @@ def _answer(result: PageResult, plan: ScrapePlan) -> dict[str, Any]:
         return {"success": True, "data": document(result, plan.choices)}
     raise ApiError(
         status=_FAILURES.get(error.code, 500),
-        message=f"Scrape failed: {error.code.value}: {error.message}",
+        message=f"Scrape failed: {error_message(error.code, error.message)}",
     )
