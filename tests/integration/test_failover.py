@@ -76,7 +76,9 @@ async def test_a_page_that_kills_its_fetcher_gets_a_poison_result(
     assert by_url[poison].error is not None
     assert by_url[poison].error.code == ErrorCode.POISON
     assert by_url[fine].ok
-    assert len(_runs(collector, "poison-1")) == 4
+    # each worker's coordinator ran the request again if it got the partition before the
+    # kill (the fetcher may render first); the last one completed it
+    assert terminal.run_id == _runs(collector, "poison-1")[-1]
     assert site.hits["/slow/poison-1"] == 3
     events = [entry["event"] for entry in survivor.events()]
     assert "page.poison" in events
