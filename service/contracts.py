@@ -549,7 +549,9 @@ class PageResult(BaseModel):
     result_id: str
     """sha256(request_id + newline + url), first 32 hex digits: equal across redeliveries."""
     run_id: str
-    """The processing run that produced this result (a redelivery starts a new run)."""
+    """The run that dispatched this page (a redelivery starts a new run; a page an earlier
+    run dispatched and a fetcher answered after a coordinator's failover keeps that run's
+    id: count results by `result_id`, not by run)."""
     url: str
     final_url: str | None = None
     """Where the page ended after redirects."""
@@ -579,6 +581,7 @@ class PageResult(BaseModel):
     elapsed_ms: int
     fetched_at: Timestamp
     worker: str
+    """The fetcher (`CRAWL_WORKER_NAME`) that rendered the page."""
     request_metadata: dict[str, JsonValue] = Field(default_factory=dict)
     source: RecordSource | None = None
     """The request record this result answers (null only from workers before this field)."""
@@ -634,6 +637,7 @@ class ProgressEvent(BaseModel):
     succeeded + failed + cancelled is the number of results of the run."""
     at: Timestamp
     worker: str
+    """The coordinator (`CRAWL_WORKER_NAME`) of the run: it sends every event of the run."""
     detail: str | None = None
     url: str | None = None
     """The page, on page events."""
