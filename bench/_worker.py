@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from _common import ROOT, bench_settings, worker_env
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from service.contracts import CrawlOptions, CrawlRequest, ProgressEvent, dump
+from service.contracts import CrawlOptions, CrawlRequest, ProgressEvent, dump_request
 from service.messaging.topics import ensure_topics
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class BenchWorker:
             request = CrawlRequest(request_id=f"{self.prefix}-{n}", urls=chunk, options=options)
             pending.add(request.request_id)
             await self.producer.send(
-                self.settings.requests_topic, dump(request), key=request.request_id.encode()
+                self.settings.requests_topic, dump_request(request), key=request.request_id.encode()
             )
         await self.producer.flush()
         return pending

@@ -34,7 +34,7 @@ from graphsite import serve_graph
 from reference_crawl import reference_crawl
 
 from service.broker import LocalBroker
-from service.contracts import CrawlRequest, CrawlSpec, dump
+from service.contracts import CrawlRequest, CrawlSpec, dump_request
 from service.frontier.plan import MAX_CANDIDATES, CrawlPlan, Expansion
 from service.frontier.seen import SeenSet
 from service.frontier.urls import fingerprint
@@ -116,7 +116,9 @@ class Bench:
             with Stopwatch() as watch:
                 for request in requests:
                     key = request.request_id.encode()
-                    await producer.send(self.settings.requests_topic, dump(request), key=key)
+                    await producer.send(
+                        self.settings.requests_topic, dump_request(request), key=key
+                    )
                 await producer.flush()
                 await until_terminal(consumer, pending)
         finally:

@@ -40,6 +40,7 @@ from service.contracts import (
     PageResult,
     ProgressEvent,
     dump,
+    dump_request,
 )
 from service.gateway.jobs import MARKER_KEY, JobMarker
 from service.messaging.topics import ensure_topics
@@ -112,7 +113,7 @@ async def synthetic_job(topics: Topics, pages: int) -> str:
     await producer.start()
     try:
         request = CrawlRequest(request_id=job_id, urls=["https://example.com/"], metadata=metadata)
-        await producer.send(settings.requests_topic, dump(request), key=job_id.encode())
+        await producer.send(settings.requests_topic, dump_request(request), key=job_id.encode())
         await _write_pages(producer, settings, job_id, metadata, pages)
         await producer.flush()
     finally:

@@ -28,7 +28,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from testsite import serve
 
 from service.broker import LocalBroker
-from service.contracts import CrawlOptions, CrawlRequest, dump
+from service.contracts import CrawlOptions, CrawlRequest, dump_request
 from service.messaging.topics import ensure_topics
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ async def produce_and_finish(bootstrap: str, prefix: str, url: str) -> int:
             )
             pending.add(request.request_id)
             await producer.send(
-                settings.requests_topic, dump(request), key=request.request_id.encode()
+                settings.requests_topic, dump_request(request), key=request.request_id.encode()
             )
         await producer.flush()
         with contextlib.suppress(TimeoutError):

@@ -29,7 +29,14 @@ from testsite import serve
 
 from service.broker import LocalBroker
 from service.browser.launch import CHROMIUM_ARGS
-from service.contracts import CrawlOptions, CrawlRequest, EventType, Format, ProgressEvent, dump
+from service.contracts import (
+    CrawlOptions,
+    CrawlRequest,
+    EventType,
+    Format,
+    ProgressEvent,
+    dump_request,
+)
 
 WARMUP = 5
 """Samples of each path measured first and left out (the browser and the JIT warm up)."""
@@ -128,7 +135,7 @@ async def _one(producer, consumer, settings, url, options) -> dict:  # noqa: ANN
     stamps: dict[str, float] = {}
     read = sent = time.time()
     await producer.send_and_wait(
-        settings.requests_topic, dump(request), key=request.request_id.encode()
+        settings.requests_topic, dump_request(request), key=request.request_id.encode()
     )
     async for record in consumer:
         if record.key != request.request_id.encode():

@@ -59,7 +59,7 @@ from harness import Collector, Topics, WorkerProcess, collecting
 from hostsite import HostSite, host_address, serve_hosts
 
 from service.broker import LocalBroker
-from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, dump
+from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, dump_request
 from service.messaging.topics import ensure_topics, partition_for
 from service.settings import Settings
 
@@ -275,7 +275,9 @@ async def produce_all(topics: Topics, requests: list[CrawlRequest]) -> None:
     await producer.start()
     try:
         sent = [
-            await producer.send(topics.requests, dump(request), key=request.request_id.encode())
+            await producer.send(
+                topics.requests, dump_request(request), key=request.request_id.encode()
+            )
             for request in requests
         ]
         await asyncio.gather(*sent)

@@ -28,6 +28,7 @@ from service.contracts import (
     ProgressEvent,
     RecordSource,
     dump,
+    dump_request,
 )
 from service.errors import BrokerUnavailableError, CrawlstreamError
 from service.messaging.chunks import Reassembler
@@ -184,7 +185,7 @@ class CrawlClient:
         async with self._follower() as consumer:
             starts = await self._end_offsets(consumer, request.request_id)
         written = await self._publisher.send_and_wait(
-            self._settings.requests_topic, request.request_id, dump(request)
+            self._settings.requests_topic, request.request_id, dump_request(request)
         )
         submission = Submission.written(request.request_id, written)
         self._starts[submission] = starts

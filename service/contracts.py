@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
@@ -754,6 +755,16 @@ class PageTask(BaseModel):
 def dump(message: BaseModel) -> bytes:
     """The wire form of a message: compact JSON in UTF-8."""
     return message.model_dump_json(exclude_none=False).encode()
+
+
+def dump_request(request: CrawlRequest) -> bytes:
+    """A request's wire form without the fields at their defaults (and `schema_version`
+    always): a request that uses no option added in a later version is accepted by the
+    workers of an earlier one, which reject unknown fields (a rolling upgrade)."""
+    document = {"schema_version": SCHEMA_VERSION} | request.model_dump(
+        mode="json", exclude_defaults=True
+    )
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 MESSAGE_MODELS: Final[dict[str, type[BaseModel]]] = {

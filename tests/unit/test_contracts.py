@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,24 @@ def test_a_result_carries_json_under_its_wire_name():
     wire = dump(result)
     assert b'"json":[{"title":"Kettle"}]' in wire
     assert PageResult.model_validate_json(wire).json_data == [{"title": "Kettle"}]
+
+
+def test_a_request_is_produced_without_its_defaults_so_earlier_workers_accept_it():
+    """`dump_request` leaves out every field at its default (a worker of an earlier version
+    rejects fields it does not know, e.g. `only_main_content`), keeps `schema_version`, and
+    reads back as the same request."""
+    from service.contracts import CrawlOptions, CrawlRequest, dump_request  # noqa: PLC0415
+
+    request = CrawlRequest(
+        request_id="r-1", urls=["https://example.com/"], options=CrawlOptions(render="http")
+    )
+    document = json.loads(dump_request(request))
+    assert document == {
+        "schema_version": 1,
+        "request_id": "r-1",
+        "urls": ["https://example.com/"],
+        "options": {"render": "http"},
+    }
+    assert CrawlRequest.model_validate(document) == request
+    with_new_option = request.model_copy(update={"options": CrawlOptions(only_main_content=True)})
+    assert json.loads(dump_request(with_new_option))["options"] == {"only_main_content": True}
