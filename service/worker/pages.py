@@ -2,7 +2,8 @@
 
 The fetcher owns the page's host (the pages topic is keyed by it), so what is kept per host
 here holds for the whole group: the per-host limit (the scheduler), `delay_ms` pacing,
-robots.txt, Retry-After backoff and the `auto` learner.
+robots.txt, the host's backoff after a 429, 503 or challenge page (`Retry-After`: every page
+of the host waits, not only the one that was answered) and the `auto` learner.
 """
 
 from __future__ import annotations
@@ -75,6 +76,47 @@ class HostPacer:
             await self._sleep(start - now)
 
 
+HOST_BACKOFF_REASONS: Final = frozenset({"http_429", "http_503", "blocked_by_site"})
+"""Answers that speak for the whole host ("come back later"), not for one page."""
+
+
+class HostBackoff:
+    """A host that answered 429, 503 or a challenge page waits, for every page of it on this
+    fetcher (which owns the host for the whole group): no page of it starts before the
+    wait its answer asked for (`Retry-After`, else the retry policy's) has passed."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._clock = clock
+        self._sleep = sleep
+        self._until: dict[str, float] = {}
+
+    def back_off(self, host: str, wait_s: float) -> None:
+        """`host` asked to be left alone for `wait_s` (a later answer may extend it)."""
+        until = self._clock() + wait_s
+        if until > self._until.get(host, 0.0):
+            self._until[host] = until
+
+    def waiting_s(self, host: str) -> float:
+        """How long a page of `host` must still wait (0: it may start)."""
+        until = self._until.get(host)
+        if until is None:
+            return 0.0
+        left = until - self._clock()
+        if left <= 0:
+            del self._until[host]
+            return 0.0
+        return left
+
+    async def turn(self, host: str) -> None:
+        """Return once `host`'s backoff is over (it may be extended while waiting)."""
+        while (left := self.waiting_s(host)) > 0:
+            await self._sleep(left)
+
+
 class _Held:
     __slots__ = ("closer", "context", "lock", "users")
 
@@ -145,10 +187,17 @@ class RunContexts:
 class PageStage:
     """Takes a page task to its content; the caller publishes it."""
 
-    def __init__(self, deps: FetcherDeps, contexts: RunContexts, pacer: HostPacer) -> None:
+    def __init__(
+        self,
+        deps: FetcherDeps,
+        contexts: RunContexts,
+        pacer: HostPacer,
+        backoff: HostBackoff | None = None,
+    ) -> None:
         self._deps = deps
         self._contexts = contexts
         self._pacer = pacer
+        self._backoff = backoff or HostBackoff()
         self._retry = RetryPolicy.from_settings(deps.settings)
         self._settle = SettleLimits.from_settings(deps.settings)
 
@@ -213,6 +262,8 @@ class PageStage:
             )
             if wait_s is None:
                 return content
+            if reason in HOST_BACKOFF_REASONS:
+                self._backoff.back_off(host_key(task.url), wait_s)
             attempt += 1
             self._deps.metrics.page_retries.labels(reason).inc()
             log.info("page.retrying", url=task.url, reason=reason, attempt=attempt, wait_s=wait_s)
@@ -226,6 +277,9 @@ class PageStage:
         share and the host's limit)."""
         host = host_key(task.url)
         scheduler = self._deps.scheduler
+        if self._backoff.waiting_s(host) > 0:
+            with scheduler.pacing():
+                await self._backoff.turn(host)
         if task.delay_ms > 0:
             with scheduler.pacing():
                 await self._pacer.turn(task.run_id, host, task.delay_ms / 1000)
