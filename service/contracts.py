@@ -750,6 +750,9 @@ class PageTask(BaseModel):
     """When the run's `deadline_ms` runs out: the page stops there (`deadline`)."""
     priority: int = 0
     """Order of the run at its coordinator (lower first): slots go to older runs first."""
+    last: bool = False
+    """No page of this run is dispatched after this one (a list crawl's last): the fetcher
+    hands the run's browser context back as soon as its pages there are done."""
 
 
 def dump(message: BaseModel) -> bytes:

@@ -41,8 +41,9 @@ BROWSER_ATTEMPTS: Final = 3
 """Tries per page when the browser dies under it; then the page fails `browser_crash`."""
 
 CONTEXT_LINGER_S: Final = 5.0
-"""How long a run's browser context stays open here after its last page ended: the
-coordinator's next page of the run usually follows within milliseconds."""
+"""How long a run's browser context stays open here after its pages here ended, while more
+may come (the coordinator's next page of the run usually follows within milliseconds); a
+run's `last` page hands it back at once."""
 
 
 class Rendering(Protocol):
@@ -118,13 +119,15 @@ class HostBackoff:
 
 
 class _Held:
-    __slots__ = ("closer", "context", "lock", "users")
+    __slots__ = ("closer", "context", "final", "lock", "users")
 
     def __init__(self) -> None:
         self.context: RequestContext | None = None
         self.lock = asyncio.Lock()
         self.users = 0
         self.closer: asyncio.TimerHandle | None = None
+        self.final = False
+        """The run's last page came here: hand back without lingering."""
 
 
 class RunContexts:
@@ -137,9 +140,10 @@ class RunContexts:
         self._held: dict[str, _Held] = {}
         self._closing: set[asyncio.Task[None]] = set()
 
-    def hold(self, run_id: str) -> None:
+    def hold(self, run_id: str, *, last: bool = False) -> None:
         held = self._held.setdefault(run_id, _Held())
         held.users += 1
+        held.final = held.final or last
         if held.closer is not None:
             held.closer.cancel()
             held.closer = None
@@ -150,6 +154,9 @@ class RunContexts:
             return
         held.users -= 1
         if held.users <= 0:
+            if held.final:  # no page of the run comes after: the next run may have it now
+                self._close_later(run_id)
+                return
             loop = asyncio.get_running_loop()
             held.closer = loop.call_later(self._linger_s, self._close_later, run_id)
 
@@ -206,7 +213,7 @@ class PageStage:
         content = await self._check_policy(task.url) or await self._check_robots(task)
         if content is not None:
             return content
-        self._contexts.hold(task.run_id)
+        self._contexts.hold(task.run_id, last=task.last)
         try:
             return await self._fetch_with_retries(task, charge)
         finally:

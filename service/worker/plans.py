@@ -40,6 +40,11 @@ class PagePlan(Protocol):
     @property
     def wants_sitemap(self) -> bool: ...
 
+    @property
+    def final(self) -> bool:
+        """Nothing will be admitted beyond what is admitted now (a list)."""
+        ...
+
     def follow(self, page: Admitted) -> FollowLinks | None:
         """Whether the fetcher should return the page's links."""
         ...
@@ -83,6 +88,10 @@ class ListPlan:
     def wants_sitemap(self) -> bool:
         return False
 
+    @property
+    def final(self) -> bool:
+        return True
+
     def follow(self, page: Admitted) -> FollowLinks | None:  # noqa: ARG002
         return None
 
@@ -121,6 +130,10 @@ class DeepPlan:
     @property
     def wants_sitemap(self) -> bool:
         return self._spec.sitemap
+
+    @property
+    def final(self) -> bool:
+        return False  # a page's links may admit more until the last page is folded
 
     def follow(self, page: Admitted) -> FollowLinks | None:
         if page.depth >= self._spec.max_depth:

@@ -288,7 +288,8 @@ class Run:
                     continue  # finished meanwhile (an earlier run's page record)
                 self._per_key[key] += 1
                 self._dispatched[page.url] = key
-                await self._outputs.dispatch(self._task(page), key)
+                last = not self._waiting and self._plan.final
+                await self._outputs.dispatch(self._task(page, last=last), key)
                 sent.append(page.url)
             if not queue:
                 del self._queues[key]
@@ -299,7 +300,7 @@ class Run:
         await self._outputs.acknowledged()
         await self._outputs.frontier(self._record("dispatched", links=tuple(sent)))
 
-    def _task(self, page: Admitted) -> PageTask:
+    def _task(self, page: Admitted, *, last: bool = False) -> PageTask:
         request = self._request
         return PageTask(
             request_id=request.request_id,
@@ -314,6 +315,7 @@ class Run:
             delay_ms=self._plan.delay_ms,
             deadline_at=self._deadline_at,
             priority=self._priority,
+            last=last,
         )
 
     async def _take(self, record: FrontierRecord) -> None:
