@@ -103,6 +103,11 @@ class ControlReader:
             log.warning("control.sync_failed", error=repr(exc))
         return self._registry.lookup(request_id)
 
+    def known_cancel(self, request_id: str) -> Cancel | None:
+        """The request's cancel as read so far, without waiting for the topic's end: for a
+        page whose run already checked with `cancel_for` (a later cancel reaches it live)."""
+        return self._registry.lookup(request_id)
+
     async def sync(self, deadline_s: float) -> None:
         """Wait until everything produced to the control topic before this call was read."""
         async with asyncio.timeout(deadline_s):

@@ -45,6 +45,9 @@ log = get_logger(__name__)
 POLL_TIMEOUT_MS: Final = 200
 """How long one poll waits for records; bounds how quickly pauses and stops take effect."""
 
+FETCH_MAX_WAIT_MS: Final = 20
+"""How long the broker may hold a fetch for more bytes (aiokafka's default is 500 ms)."""
+
 COMMIT_INTERVAL_S: Final = 1.0
 """How often finished offsets are committed."""
 
@@ -166,6 +169,7 @@ class RecordConsumer:
             session_timeout_ms=30_000,
             heartbeat_interval_ms=3_000,
             max_poll_interval_ms=300_000,
+            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
             partition_assignment_strategy=(self._assignor,),
         )
 
@@ -264,7 +268,7 @@ class RecordConsumer:
                     )
                 else:
                     started.append((tp, record, delivery))
-        if started:
+        if started and self._spec.charge_on_delivery:  # else charged later, when it matters
             await self._commit({tp for tp, _, _ in started})
         for tp, record, delivery in started:
             task = asyncio.create_task(self._handle(tp, record, delivery))

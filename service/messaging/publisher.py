@@ -47,7 +47,7 @@ class Publisher:
             acks="all",
             enable_idempotence=True,
             compression_type="zstd",
-            linger_ms=5,
+            linger_ms=1,
             max_request_size=int(settings.max_message_bytes),
         )
 

@@ -148,13 +148,23 @@ class Fetcher:
             else:
                 content = await self._content(task, record)
             result = self._stage.result(task, content, started)
-            self._deps.metrics.page_seconds.observe(time.monotonic() - started)
+            rendered = time.monotonic()
+            self._deps.metrics.page_seconds.observe(rendered - started)
             await self._publish(task, result, content, owned)
+            log.debug(
+                "page.timing",
+                taken_ms=round(time.time() * 1000 - record.timestamp - _ms(started)),
+                content_ms=_ms(started) - _ms(rendered),
+                published_ms=_ms(rendered),
+            )
 
     async def _content(self, task: PageTask, record: ConsumerRecord[bytes, bytes]) -> PageContent:
         """The page's content, or the result of what stopped it (cancel, deadline)."""
         stop = _PageStop()
-        cancel = await self._deps.control.cancel_for(task.request_id)
+        # The run's coordinator waited for the control topic's end before dispatching; a
+        # cancel read after this check reaches the page live (registered below, no await
+        # between), so no round trip to the broker per page.
+        cancel = self._deps.control.known_cancel(task.request_id)
         if cancel is not None:
             stop.cancel(cancel)
         left_s = _seconds_left(task)
@@ -221,6 +231,11 @@ class Fetcher:
             run_id=task.run_id,
             error_code=code.value if code else None,
         )
+        if self._local_tail is not None:
+            # The coordinator in this process counts the page now (its result is durable);
+            # were this process to die before the record below is, both roles die with it,
+            # and the next owners render the page again (same result_id).
+            self._local_tail.offer(record)
         await outbox.put(
             settings.frontier_topic,
             task.request_id,
@@ -229,8 +244,6 @@ class Fetcher:
             chunk_id=f"page:{result.result_id}:{task.run_id}",
         )
         await outbox.flush()
-        if self._local_tail is not None:
-            self._local_tail.offer(record)
         log.debug("page.answered", ok=result.ok, status=result.status_code)
 
 
@@ -245,3 +258,8 @@ async def _cancelled(task: asyncio.Task[PageContent]) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+
+
+def _ms(since: float) -> int:
+    """Milliseconds from `since` (monotonic) to now."""
+    return round((time.monotonic() - since) * 1000)

@@ -9,6 +9,7 @@ of the host waits, not only the one that was answered) and the `auto` learner.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -293,10 +294,15 @@ class PageStage:
         ticket = PageTicket(request=task.run_id, priority=task.priority, host=host)
 
         async def render() -> PageContent:
-            await charge.begin()  # a page that kills its worker is counted while it renders
+            # A page that kills its worker is counted while it renders: the count is
+            # committed beside the first steps of the render (one round trip, a few ms,
+            # before the navigation can have begun to hurt), not before them.
+            charging = asyncio.ensure_future(charge.begin())
             try:
                 return await self._render(task, host, deadline.attempt_s())
             finally:
+                with contextlib.suppress(Exception):
+                    await charging
                 charge.end()
 
         return await scheduler.run(render, ticket)

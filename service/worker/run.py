@@ -104,6 +104,7 @@ class Run:
         self._done: set[str] = set()
         self._deadline_at: datetime | None = None
         self._started = time.monotonic()
+        self._relieving: asyncio.Future[None] | None = None
         self._marks: dict[str, float] = {}
         """Wall-clock ms of the run's steps, logged at debug level (`run.timing`)."""
 
@@ -140,6 +141,12 @@ class Run:
             return
         tail = self._deps.tail
         request_id = self._request.request_id
+        # Parsed and planned: from here the run only waits for pages, and its worker's
+        # death is not charged to the record. The commit runs beside the next steps (the
+        # control check, `accepted`, the first dispatch): a few ms, long before a page
+        # dispatched now could have begun rendering.
+        if self._relieve is not None:
+            self._relieving = asyncio.ensure_future(self._relieve())  # kept until done
         position = await tail.subscribe(request_id, self._deliver)
         deadline: asyncio.TimerHandle | None = None
         try:
@@ -151,11 +158,8 @@ class Run:
                 self._deadline_at = utc_now() + timedelta(seconds=budget_s)
                 loop = asyncio.get_running_loop()
                 deadline = loop.call_later(budget_s, self._halt, Stop.deadline(budget_s))
-            relieving = asyncio.ensure_future(self._relieve()) if self._relieve else None
             await self._outputs.event(EventType.ACCEPTED)
             self._mark("accepted_sent")
-            if relieving is not None:
-                await relieving  # before any page goes out: from here the run only waits
             await self._crawl_or_fail(position)
         finally:
             if deadline is not None:

@@ -244,6 +244,9 @@ class FakeControl:
     async def cancel_for(self, request_id: str) -> Cancel | None:
         return self.cancels.get(request_id)
 
+    def known_cancel(self, request_id: str) -> Cancel | None:
+        return self.cancels.get(request_id)
+
 
 class OpenPolicy:
     """A URL policy that lets every target through (the policy has its own tests)."""
