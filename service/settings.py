@@ -117,10 +117,13 @@ class Settings(BaseSettings):
     """Hosts (or domains, by `CRAWL_PAGE_KEY`) spread on purpose over several fetchers, as a
     JSON object from host to shard count (e.g. `{"docs.example.com": 4}`): a page goes to
     one shard by its URL, and each shard applies the per-host limit alone. Default: 1."""
-    dispatch_window: int = Field(default=8, ge=1)
+    dispatch_window: int = Field(default=16, ge=1)
     """Pages of one run and one host dispatched to the fetchers and unfinished at once; the
     run's other pages of that host wait at its coordinator, so no page partition holds a
-    long backlog of one run and a small request never waits behind a large one."""
+    long backlog of one run and a small request waits behind at most this many pages of a
+    large one. A run's pages beyond it queue behind other runs' on the host's partition, and
+    its browser context there may be handed back meanwhile: 16 keeps requests of up to 16
+    pages per host in one piece."""
     role: Literal["all", "coordinator", "fetcher"] = "all"
     """What this worker does: `coordinator` (requests: plans, progress events, dispatch),
     `fetcher` (pages: render, results), or `all` (both, the default); also

@@ -38,9 +38,6 @@ log = get_logger(__name__)
 POLL_TIMEOUT_MS: Final = 100
 """How long one poll waits for records; bounds how quickly an assignment change applies."""
 
-FETCH_MAX_WAIT_MS: Final = 20
-"""How long the broker may hold a fetch for more bytes: an outcome reaches its run fast."""
-
 RETRY_S: Final = 1.0
 """Pause after a failed poll or end-offset lookup before trying again."""
 
@@ -57,7 +54,6 @@ class FrontierTail:
             **client_options(settings),
             group_id=None,
             enable_auto_commit=False,
-            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
             max_partition_fetch_bytes=int(settings.max_message_bytes) + 65_536,
         )
         self._timeout_s = settings.kafka_timeout.total_seconds()

@@ -45,9 +45,6 @@ log = get_logger(__name__)
 POLL_TIMEOUT_MS: Final = 200
 """How long one poll waits for records; bounds how quickly pauses and stops take effect."""
 
-FETCH_MAX_WAIT_MS: Final = 20
-"""How long the broker may hold a fetch for more bytes (aiokafka's default is 500 ms)."""
-
 COMMIT_INTERVAL_S: Final = 1.0
 """How often finished offsets are committed."""
 
@@ -140,8 +137,6 @@ class RecordConsumer:
         self._should_pause = should_pause
         self._intake_room = intake_room
         self._tracker = OffsetTracker(settings.max_deliveries)
-        self._commit_soon = False
-        """A delivery was relieved: commit at the next turn of the loop."""
         self._charges = 0
         self._charges_committed = 0
         self._charging = asyncio.Lock()
@@ -169,7 +164,6 @@ class RecordConsumer:
             session_timeout_ms=30_000,
             heartbeat_interval_ms=3_000,
             max_poll_interval_ms=300_000,
-            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
             partition_assignment_strategy=(self._assignor,),
         )
 
@@ -204,9 +198,10 @@ class RecordConsumer:
             self._charges_committed = upto
 
     def relieve(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        """Stop counting this delivery against `record`: what is left cannot kill the worker."""
+        """Stop counting this delivery against `record`: what is left cannot kill the worker
+        (committed with the next periodic commit: a death before it over-counts, never
+        under-counts)."""
         self._tracker.relieve(TopicPartition(record.topic, record.partition), record.offset)
-        self._commit_soon = True
 
     async def relieved(self, record: ConsumerRecord[bytes, bytes]) -> None:
         """`relieve`, and return once the broker has the new count (a death right after
@@ -236,8 +231,7 @@ class RecordConsumer:
             )
             self._metrics.last_poll.set(time.time())
             await self._take(batch)
-            if loop.time() >= next_commit or self._commit_soon:
-                self._commit_soon = False
+            if loop.time() >= next_commit:
                 await self._commit(self._consumer.assignment())
                 next_commit = loop.time() + COMMIT_INTERVAL_S
             if loop.time() >= next_lag:
