@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -52,6 +53,11 @@ class CoordinatorDeps:
     """Fetches sitemaps (and robots.txt) through the egress proxy, for deep crawls."""
     frontier_log: FrontierLog = field(default=read_job)
     """Reads what earlier runs of a request logged (a redelivery, a deep crawl)."""
+    dispatching: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held while a run puts a batch of page tasks on the pages topic: one run's batch stays
+    together on each host's partition instead of interleaving with every other run's (a
+    fetcher that takes the next 48 records then serves a few runs, each with one browser
+    context, not 30 at once)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -284,7 +284,7 @@ class Run:
         """Dispatch the waiting pages the window allows, in order; once the broker has
         them, log which (so a next coordinator waits for them instead of re-sending)."""
         window = self._deps.settings.dispatch_window
-        sent: list[str] = []
+        batch: list[tuple[PageTask, str]] = []
         for key, queue in list(self._queues.items()):
             while queue and self._per_key[key] < window:
                 page = queue.popleft()
@@ -292,19 +292,24 @@ class Run:
                     continue  # finished meanwhile (an earlier run's page record)
                 self._per_key[key] += 1
                 self._dispatched[page.url] = key
-                last = not self._waiting and self._plan.final
-                await self._outputs.dispatch(self._task(page, last=last), key)
-                sent.append(page.url)
+                batch.append((self._task(page), key))
             if not queue:
                 del self._queues[key]
-        if not sent:
+        if not batch:
             return
+        if not self._waiting and self._plan.final:  # nothing of the run comes after these
+            task, key = batch[-1]
+            batch[-1] = (task.model_copy(update={"last": True}), key)
+        async with self._deps.dispatching:
+            for task, key in batch:
+                await self._outputs.dispatch(task, key)
+        sent = [task.url for task, _ in batch]
         self._mark("dispatched")
         self._deps.metrics.runs_waiting.inc(len(sent))
         await self._outputs.acknowledged()
         await self._outputs.frontier(self._record("dispatched", links=tuple(sent)))
 
-    def _task(self, page: Admitted, *, last: bool = False) -> PageTask:
+    def _task(self, page: Admitted) -> PageTask:
         request = self._request
         return PageTask(
             request_id=request.request_id,
@@ -319,7 +324,6 @@ class Run:
             delay_ms=self._plan.delay_ms,
             deadline_at=self._deadline_at,
             priority=self._priority,
-            last=last,
         )
 
     async def _take(self, record: FrontierRecord) -> None:

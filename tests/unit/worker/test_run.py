@@ -130,11 +130,11 @@ async def test_a_request_cancelled_before_it_runs_renders_nothing(make):
 
 
 async def test_deadline_ends_the_request_expired_with_exact_counts(make):
-    """`deadline_ms` on 20 pages of which 15 hang: the run ends `expired` within its budget;
+    """`deadline_ms` on 35 pages of which 30 hang: the run ends `expired` within its budget;
     pages that did not finish get `deadline` results (from their fetcher, or from the
     coordinator for those never dispatched); counts are exact."""
     budget_ms = 300  # the request's own option, short because the hanging pages never end
-    urls = _urls("quick", 5) + _urls("hang", 15)
+    urls = _urls("quick", 5) + _urls("hang", 30)  # more than the window (16): some wait
     site = FakeSite(hanging="/hang/")
     pipeline = _pipeline(make, site)
     loop = asyncio.get_running_loop()
@@ -240,15 +240,15 @@ async def test_small_request_finishes_while_a_big_request_of_hanging_pages_runs(
 
 
 async def test_the_dispatch_window_holds_one_hosts_pages_but_not_other_hosts(make):
-    """CRAWL_DISPATCH_WINDOW (8): of 20 pages of a host whose fetcher does not answer, 8 are
-    dispatched and the rest wait at the coordinator; the request's pages of another host are
-    dispatched and answered meanwhile; as answers come, the rest follow, never more than 8
-    unanswered at once; the run completes with exact counts."""
-    slow, quick = _urls("a", 20), _urls("b", 3, site=OTHER)
+    """CRAWL_DISPATCH_WINDOW (16, the default): of 40 pages of a host whose fetcher does not
+    answer, 16 are dispatched and the rest wait at the coordinator; the request's pages of
+    another host are dispatched and answered meanwhile; as answers come, the rest follow,
+    never more than 16 unanswered at once; the run completes with exact counts."""
+    slow, quick = _urls("a", 40), _urls("b", 3, site=OTHER)
     pipeline = _pipeline(make, FakeSite())
     pipeline.holding = lambda task: task.url.startswith(SITE)
     window = pipeline.settings.dispatch_window
-    assert window == 8
+    assert window == 16
     task = asyncio.create_task(pipeline.execute(pipeline.run(_request("win", slow + quick))))
 
     await until(lambda: all(pipeline.answered(url) for url in quick))
@@ -269,22 +269,22 @@ async def test_the_dispatch_window_holds_one_hosts_pages_but_not_other_hosts(mak
 
 
 async def test_a_redelivered_request_replays_what_its_earlier_run_left(make):
-    """A coordinator dies with 3 of 12 pages answered, 8 dispatched and unanswered and one
+    """A coordinator dies with 3 of 20 pages answered, 16 (the window) dispatched and unanswered and one
     never dispatched; the next run of the record (`earlier`) counts the 3 (with a page event
-    of its own each: the first run may have died before sending theirs), waits for the 8
+    of its own each: the first run may have died before sending theirs), waits for the 16
     (a fetcher still answers them; they fill the host's window) without sending them again,
     dispatches the last one once the window allows, and completes with every page counted
     once."""
-    urls = _urls("p", 12)
+    urls = _urls("p", 20)
     pipeline = _pipeline(make, FakeSite())
     pipeline.holding = lambda _task: True
     request = _request("again", urls)
     first = pipeline.run(request)
     first_task = asyncio.create_task(pipeline.execute(first))
-    await until(lambda: len(pipeline.held) == 8)
+    await until(lambda: len(pipeline.held) == 16)
     pipeline.release(where=lambda task: task.url in urls[:3])
-    await until(lambda: len(pipeline.held) == 8 and len(pipeline.tasks) == 11)
-    await until(lambda: len(_logged_dispatched(pipeline)) == 11)
+    await until(lambda: len(pipeline.held) == 16 and len(pipeline.tasks) == 19)
+    await until(lambda: len(_logged_dispatched(pipeline)) == 19)
     first_task.cancel()  # the coordinator dies; its record goes to the next owner
     await asyncio.gather(first_task, return_exceptions=True)
 
@@ -292,7 +292,7 @@ async def test_a_redelivered_request_replays_what_its_earlier_run_left(make):
     second_task = asyncio.create_task(pipeline.execute(second))
     await until(lambda: pipeline.tail.subscribed("again") == 1)
     await asyncio.sleep(0.01)
-    assert len(pipeline.tasks) == 11  # the 8 waited for fill the host's window
+    assert len(pipeline.tasks) == 19  # the 16 waited for fill the host's window
     pipeline.holding = lambda _task: False
     pipeline.release()
     await second_task
@@ -302,7 +302,7 @@ async def test_a_redelivered_request_replays_what_its_earlier_run_left(make):
     assert (terminal.type, terminal.run_id) == (EventType.COMPLETED, second.run_id)
     _assert_counts(terminal, seen.results_of("again"), urls)
     assert Counter(t.url for t in pipeline.tasks) == Counter(urls)  # none sent twice
-    assert [t.url for t in pipeline.tasks if t.run_id == second.run_id] == urls[11:]
+    assert [t.url for t in pipeline.tasks if t.run_id == second.run_id] == urls[19:]
     events = [e for e in seen.events_of("again") if e.run_id == second.run_id]
     assert [e.seq for e in events] == list(range(len(events)))
     pages = [e.url for e in events if e.type in {EventType.PAGE_SUCCEEDED, EventType.PAGE_FAILED}]
