@@ -270,11 +270,11 @@ async def test_the_dispatch_window_holds_one_hosts_pages_but_not_other_hosts(mak
 
 async def test_a_redelivered_request_replays_what_its_earlier_run_left(make):
     """A coordinator dies with 3 of 20 pages answered, 16 (the window) dispatched and
-    unanswered and one never dispatched; the next run of the record (`earlier`) counts the 3 (with a page event
-    of its own each: the first run may have died before sending theirs), waits for the 16
-    (a fetcher still answers them; they fill the host's window) without sending them again,
-    dispatches the last one once the window allows, and completes with every page counted
-    once."""
+    unanswered and one never dispatched; the next run of the record (`earlier`) counts the 3
+    (with a page event of its own each: the first run may have died before sending theirs),
+    waits for the 16 (a fetcher still answers them; they fill the host's window) without
+    sending them again, dispatches the last one once the window allows, and completes with
+    every page counted once."""
     urls = _urls("p", 20)
     pipeline = _pipeline(make, FakeSite())
     pipeline.holding = lambda _task: True
