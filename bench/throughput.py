@@ -157,14 +157,16 @@ async def baseline_rows(
     rows: dict[str, Run] = {}
     for render in ("browser", "http"):
         for n, which in enumerate((None, checkout, checkout, None)):
-            label = f"{render}, {'baseline' if which else 'this checkout'} #{n // 2 + 1}"
+            label = f"{render}, {which or 'this checkout'} #{n // 2 + 1}"
             urls = _urls(base, pages, f"{render}{n}")
             rows[label] = await service(
                 broker, port, urls, slots, extra_env=env, checkout=which, render=render
             )
     for render in ("browser", "http"):
         ours = [run.rate for label, run in rows.items() if label.startswith(f"{render}, this")]
-        theirs = [run.rate for label, run in rows.items() if label.startswith(f"{render}, base")]
+        theirs = [
+            run.rate for label, run in rows.items() if label.startswith(f"{render}, {checkout}")
+        ]
         ratio = (sum(ours) / len(ours)) / (sum(theirs) / len(theirs))
         print(f"{render} path, this checkout / baseline ({checkout}): {ratio:.3f}")
     return rows
@@ -198,8 +200,10 @@ async def main() -> None:
     parser.add_argument(
         "--baseline",
         type=Path,
-        default=None,
-        help="another checkout (with its .venv): its worker's default rows run beside ours",
+        action="append",
+        default=[],
+        help="another checkout (with its .venv): its worker's default rows run beside ours"
+        " (repeat for several)",
     )
     args = parser.parse_args()
     pages, slots = args.pages, args.concurrency
@@ -246,8 +250,8 @@ async def main() -> None:
                 extra_env=log_level,
             ),
         }
-        if args.baseline is not None:
-            rows |= await baseline_rows(broker, site, pages, slots, args.baseline, log_level)
+        for checkout in args.baseline:
+            rows |= await baseline_rows(broker, site, pages, slots, checkout, log_level)
         after = await bare_loop(_urls(site.base_url, pages, "d"), slots)
         if not args.no_render_paths:
             await render_rows(broker.bootstrap_servers, site, pages, slots)  # printed first
