@@ -209,6 +209,11 @@ async def test_lag_counts_unfinished_requests_and_follows_ownership(
             await asyncio.sleep(0.5)
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="open defect (issue 20): in some runs (1 of 3 clean-clone CI runs, 1 of 3 alone) the "
+    "fetcher neither pauses nor fills its backlog within 60 s; not yet explained",
+)
 async def test_a_poll_brings_in_no_more_than_the_page_backlog_has_room_for(
     topics, collector, site, start_worker
 ):
