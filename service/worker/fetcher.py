@@ -23,7 +23,6 @@ from service.contracts import (
     ErrorCode,
     FrontierRecord,
     PageTask,
-    RecordSource,
     dump,
     utc_now,
 )
@@ -222,7 +221,7 @@ class Fetcher:
         outlinks = content.outlinks if result.ok and task.follow is not None else None
         record = FrontierRecord(
             request_id=task.request_id,
-            source=RecordSource.model_validate(task.source.model_dump()),
+            source=task.source,
             kind="page",
             url=task.url,
             outcome=outcome,

@@ -439,12 +439,11 @@ class Run:
             pages += [admitted[url] for url in self._dispatched if url in admitted]
             self._deps.metrics.runs_waiting.dec(len(self._dispatched))
             self._dispatched.clear()
-        for page in pages:
-            if page.url in self._done:
-                continue
+        unanswered = [page for page in pages if page.url not in self._done]
+        for page in unanswered:
             self._done.add(page.url)
             await self._outputs.result(self._failed_result(page, code, message))
-        self._deps.metrics.pages.labels(code.value).inc(len(pages))
+        self._deps.metrics.pages.labels(code.value).inc(len(unanswered))
 
     def _failed_result(self, page: Admitted, code: ErrorCode, message: str) -> PageResult:
         request = self._request
