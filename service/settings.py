@@ -172,7 +172,8 @@ class Settings(BaseSettings):
     max_requests_in_flight: int = Field(default=64, ge=1)
     """Requests taken from Kafka and not yet committed, over all partitions."""
     max_partition_run_ahead: int = Field(default=32, ge=1, le=4096)
-    """How far past its oldest unfinished request one partition may be read."""
+    """How far past its oldest unfinished request one partition of the requests topic may be
+    read (a pages partition may be read as far as the fetcher's page backlog allows)."""
     max_page_timeout: Seconds = timedelta(seconds=60)
     """Upper bound on a request's `timeout_ms`."""
     max_request_deadline: Seconds = Field(default=timedelta(hours=1), gt=timedelta(0))

@@ -7,8 +7,9 @@ Records are handled concurrently, also within a partition. A partition's offset 
 up to its oldest unfinished record, with what is done above it and how often each unfinished
 record was delivered in the commit's metadata (see `OffsetTracker`). A record's delivery is
 committed before it runs, so a record that kills its worker is counted even though the worker
-dies. Partitions are paused, never unsubscribed, when the worker is full: the consumer keeps
-polling and stays in its group.
+dies. A partition without room (the worker full, the partition read too far ahead, the memory
+gate saying pause) is held: not read, its records fetched ahead kept; held for `HOLD_S` it is
+paused in the client, never unsubscribed: the consumer keeps polling and stays in its group.
 """
 
 from __future__ import annotations
@@ -45,6 +46,18 @@ log = get_logger(__name__)
 POLL_TIMEOUT_MS: Final = 200
 """How long one poll waits for records; bounds how quickly pauses and stops take effect."""
 
+HELD_POLL_S: Final = 0.02
+"""While a partition is held, how long one poll (or wait for room) lasts: room that opens (a
+record done, a shorter backlog) is seen within this, not after a whole `POLL_TIMEOUT_MS`."""
+
+HOLD_S: Final = 2.0
+"""How long a partition without room is only held (not read; the records the client fetched
+ahead stay buffered) before it is paused in the client. A short hold ends with records at
+hand; pausing at once would drop them and wait for a new fetch behind the broker's long poll
+of the other partitions (up to `fetch_max_wait_ms`, 500 ms), which idled a fetcher of short
+pages for most of each cycle. A long hold (memory, hung work) pauses, so nothing more is
+fetched and the consumer keeps polling: it stays in its group."""
+
 COMMIT_INTERVAL_S: Final = 1.0
 """How often finished offsets are committed."""
 
@@ -68,6 +81,8 @@ class ConsumerSpec:
     name: str
     """In log events: `request` or `page`."""
     max_in_flight: int
+    run_ahead: int
+    """How far past its oldest unfinished record one partition may be read."""
     lag: Gauge
     in_flight: Gauge
     paused: Gauge
@@ -92,6 +107,7 @@ class ConsumerSpec:
             group_id=settings.group_id,
             name="request",
             max_in_flight=settings.max_requests_in_flight,
+            run_ahead=settings.max_partition_run_ahead,
             lag=metrics.consumer_lag,
             in_flight=metrics.requests_in_flight,
             paused=metrics.paused,
@@ -107,7 +123,12 @@ class ConsumerSpec:
             topic=settings.pages_topic,
             group_id=settings.fetcher_group_id,
             name="page",
-            max_in_flight=settings.max_queued_pages + settings.max_page_slots,
+            # queued, rendering, and as many again publishing their results
+            max_in_flight=settings.max_queued_pages + 2 * settings.max_page_slots,
+            # A partition is a host (or a few): one hot host is the usual case, and its
+            # backlog is bounded by the memory gate (`CRAWL_MAX_QUEUED_PAGES`), not by a
+            # run-ahead shorter than that backlog.
+            run_ahead=settings.max_queued_pages + 2 * settings.max_page_slots,
             lag=metrics.page_consumer_lag,
             in_flight=metrics.page_records_in_flight,
             paused=metrics.page_partitions_paused,
@@ -116,6 +137,22 @@ class ConsumerSpec:
             skipped=metrics.page_records_skipped,
             charge_on_delivery=False,
         )
+
+
+class Holds:
+    """Partitions not read now, and since when: those held for `pause_after_s` are to be
+    paused in the client (a shorter hold keeps the records fetched ahead)."""
+
+    def __init__(self, pause_after_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._pause_after_s = pause_after_s
+        self._clock = clock
+        self._since: dict[TopicPartition, float] = {}
+
+    def update(self, held: set[TopicPartition]) -> set[TopicPartition]:
+        """`held` are held now (the others are not); returns those to pause."""
+        now = self._clock()
+        self._since = {tp: self._since.get(tp, now) for tp in held}
+        return {tp for tp, since in self._since.items() if now - since >= self._pause_after_s}
 
 
 class RecordConsumer:
@@ -149,6 +186,9 @@ class RecordConsumer:
         self._stopping = asyncio.Event()
         self._drain_deadline: float | None = None
         self._paused_all = False
+        self._holds = Holds(HOLD_S)
+        self._room = asyncio.Event()
+        """Set when a record ends: a held partition may have room again."""
         self._timeout_s = settings.kafka_timeout.total_seconds()
         self._assignor = sticky_assignor()
         """Sticky: a rebalance moves as few partitions as it can, and work of partitions that
@@ -225,12 +265,25 @@ class RecordConsumer:
         loop = asyncio.get_running_loop()
         next_commit = next_lag = loop.time()
         while not self._stopping.is_set():
-            self._apply_backpressure()
-            batch = await self._consumer.getmany(
-                timeout_ms=POLL_TIMEOUT_MS, max_records=self._fetch_bound()
-            )
-            self._metrics.last_poll.set(time.time())
-            await self._take(batch)
+            held = self._apply_backpressure()
+            readable = self._consumer.assignment() - held
+            room = self._fetch_room()
+            if room > 0 and (readable or not held):
+                wait_ms = POLL_TIMEOUT_MS if not held else int(HELD_POLL_S * 1000)
+                batch = await self._consumer.getmany(
+                    *readable, timeout_ms=wait_ms, max_records=room
+                )
+                self._metrics.last_poll.set(time.time())
+                await self._take(batch)
+            elif (
+                held - self._consumer.paused()
+            ):  # held briefly: wait for room, keep what is fetched
+                self._room.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._room.wait(), HELD_POLL_S)
+            else:  # all paused in the client: poll, so the group sees this member alive
+                await self._consumer.getmany(timeout_ms=int(HELD_POLL_S * 1000))
+                self._metrics.last_poll.set(time.time())
             if loop.time() >= next_commit:
                 await self._commit(self._consumer.assignment())
                 next_commit = loop.time() + COMMIT_INTERVAL_S
@@ -238,12 +291,12 @@ class RecordConsumer:
                 await self._update_lag()
                 next_lag = loop.time() + LAG_INTERVAL_S
 
-    def _fetch_bound(self) -> int:
-        """Records one poll may bring in: requests in flight and local page backlog allow."""
+    def _fetch_room(self) -> int:
+        """Records one poll may bring in: records in flight and the local page backlog allow."""
         room = self._spec.max_in_flight - self.in_flight
         if self._intake_room is not None:
             room = min(room, self._intake_room())
-        return max(room, 1)
+        return room
 
     async def _take(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
         """Record each delivery durably (one commit for the batch), then start the records."""
@@ -289,6 +342,7 @@ class RecordConsumer:
                 self._tracker.finished(tp, record.offset)
             self._tasks.get(tp, set()).discard(task)
             self._count_requests()
+            self._room.set()
 
     def _count_requests(self) -> None:
         self._spec.in_flight.set(self.in_flight)
@@ -300,12 +354,17 @@ class RecordConsumer:
             owned.set()
         return owned
 
-    def _apply_backpressure(self) -> None:
+    def _apply_backpressure(self) -> set[TopicPartition]:
+        """The partitions not to read now (all when full or the gate says pause; those read
+        too far ahead of their oldest unfinished record); those held for `HOLD_S` are paused
+        in the client, the others resumed."""
         assigned = self._consumer.assignment()
-        full = self.in_flight >= self._spec.max_in_flight
-        pause_all = full or self._should_pause()
-        limit = self._settings.max_partition_run_ahead
-        wanted = {tp for tp in assigned if pause_all or self._tracker.run_ahead(tp) >= limit}
+        full = self.in_flight >= self._spec.max_in_flight or self._fetch_room() <= 0
+        gate_pauses = self._should_pause()  # asked each time: it keeps its own hysteresis
+        pause_all = full or gate_pauses
+        limit = self._spec.run_ahead
+        held = {tp for tp in assigned if pause_all or self._tracker.run_ahead(tp) >= limit}
+        wanted = self._holds.update(held)
         paused = self._consumer.paused()
         if wanted - paused:
             self._consumer.pause(*(wanted - paused))
@@ -322,6 +381,7 @@ class RecordConsumer:
                 records_in_flight=self.in_flight,
                 full=full,
             )
+        return held
 
     async def _commit(
         self, partitions: Iterable[TopicPartition], *, handing_back: bool = False
