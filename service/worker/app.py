@@ -88,7 +88,6 @@ class Worker:
         check_copartitioned(settings, counts)
         policy = UrlPolicy.from_settings(settings)
         async with contextlib.AsyncExitStack() as stack:
-            publisher = await stack.enter_async_context(Publisher(settings))
             refusals = RefusedTargets()
             proxy = await stack.enter_async_context(
                 EgressProxy.from_settings(settings, policy, on_blocked=refusals.record)
@@ -103,13 +102,16 @@ class Worker:
                 tail.set_partitions(counts[settings.frontier_topic])
             if self._fetches:
                 fetcher = await self._fetcher_role(
-                    stack, publisher, proxy, policy, refusals, robots_source, control, tail
+                    stack, proxy, policy, refusals, robots_source, control, tail
                 )
                 self._consumers.append(fetcher)
             if tail is not None:
+                # Each role has its own producer: aiokafka sends one produce request per
+                # broker at a time, so the fetcher's results would otherwise queue behind
+                # the coordinator's tasks and events (and each page waits for two acks).
                 self._coordinator = CoordinatorDeps(
                     settings=settings,
-                    publisher=publisher,
+                    publisher=await stack.enter_async_context(Publisher(settings)),
                     metrics=self._metrics,
                     control=control,
                     tail=tail,
@@ -150,7 +152,6 @@ class Worker:
     async def _fetcher_role(
         self,
         stack: contextlib.AsyncExitStack,
-        publisher: Publisher,
         proxy: EgressProxy,
         policy: UrlPolicy,
         refusals: RefusedTargets,
@@ -180,7 +181,7 @@ class Worker:
         self._metrics.browser_pages.set_function(lambda: pool.open_pages)
         self._fetcher = FetcherDeps(
             settings=settings,
-            publisher=publisher,
+            publisher=await stack.enter_async_context(Publisher(settings)),
             metrics=self._metrics,
             control=control,
             pool=pool,

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from service.frontier.tail import FrontierTail
     from service.messaging.offsets import Delivery
     from service.worker.deps import FetcherDeps
+    from service.worker.scheduler import PageScheduler
 
 log = get_logger(__name__)
 
@@ -68,6 +69,22 @@ class _Charge:
 
     def end(self) -> None:
         self._deliveries.relieve(self._record)
+
+
+class _Backlog:
+    """A taken page in the scheduler's count until it has its content (not while its
+    result is published: on a busy broker that takes as long as an HTTP page renders, and
+    intake paused on pages that only waited for acknowledgements)."""
+
+    def __init__(self, scheduler: PageScheduler) -> None:
+        self._scheduler = scheduler
+        self._in = True
+        scheduler.accept(1)
+
+    def leave(self) -> None:
+        if self._in:
+            self._in = False
+            self._scheduler.finished(1)
 
 
 class _PageStop:
@@ -109,20 +126,23 @@ class Fetcher:
         self, record: ConsumerRecord[bytes, bytes], delivery: Delivery, owned: asyncio.Event
     ) -> None:
         """Take one page record to its end: an answered page or a dead letter."""
-        scheduler = self._deps.scheduler
-        scheduler.accept(1)  # before any await: the next poll sees this page
+        backlog = _Backlog(self._deps.scheduler)  # before any await: the next poll sees it
         try:
-            await self._handle(record, delivery, owned)
+            await self._handle(record, delivery, owned, backlog)
         except Exception as exc:  # the record's error boundary
             log.exception("page.crashed", error=repr(exc))
             error = RejectedMessageError("internal", f"{type(exc).__name__}: {exc}", None)
             await send_dead_letter(self._deps.publisher, self._deps.settings, record, error, owned)
             self._deps.metrics.dead_letters.labels("internal").inc()
         finally:
-            scheduler.finished(1)
+            backlog.leave()
 
     async def _handle(
-        self, record: ConsumerRecord[bytes, bytes], delivery: Delivery, owned: asyncio.Event
+        self,
+        record: ConsumerRecord[bytes, bytes],
+        delivery: Delivery,
+        owned: asyncio.Event,
+        backlog: _Backlog,
     ) -> None:
         try:
             task = PageTask.model_validate_json(record.value or b"")
@@ -146,6 +166,7 @@ class Fetcher:
                 content = failed(ErrorCode.POISON, message)
             else:
                 content = await self._content(task, record)
+            backlog.leave()  # publishing is no work for a slot: intake may go on
             result = self._stage.result(task, content, started)
             rendered = time.monotonic()
             self._deps.metrics.page_seconds.observe(rendered - started)

@@ -208,6 +208,7 @@ class PageStage:
         self._backoff = backoff or HostBackoff()
         self._retry = RetryPolicy.from_settings(deps.settings)
         self._settle = SettleLimits.from_settings(deps.settings)
+        self._charging: set[asyncio.Task[None]] = set()
 
     async def content(self, task: PageTask, *, charge: Rendering) -> PageContent:
         structlog.contextvars.bind_contextvars(url=task.url, run_id=task.run_id)
@@ -219,6 +220,12 @@ class PageStage:
             return await self._fetch_with_retries(task, charge)
         finally:
             self._contexts.release(task.run_id)
+
+    def _charge_beside(self, charge: Rendering) -> None:
+        """Begin committing `charge` without waiting for it (kept until it is done)."""
+        task = asyncio.create_task(_quietly(charge.begin()))
+        self._charging.add(task)
+        task.add_done_callback(self._charging.discard)
 
     def result(self, task: PageTask, content: PageContent, started: float) -> PageResult:
         return PageResult(
@@ -296,13 +303,14 @@ class PageStage:
         async def render() -> PageContent:
             # A page that kills its worker is counted while it renders: the count is
             # committed beside the first steps of the render (one round trip, a few ms,
-            # before the navigation can have begun to hurt), not before them.
-            charging = asyncio.ensure_future(charge.begin())
+            # before the navigation can have begun to hurt), not before them. A page done
+            # before that commit returns gives its slot back at once: it can no longer
+            # kill the worker, and the slot must not wait for the broker (on a busy broker
+            # a commit takes longer than an HTTP page).
+            self._charge_beside(charge)
             try:
                 return await self._render(task, host, deadline.attempt_s())
             finally:
-                with contextlib.suppress(Exception):
-                    await charging
                 charge.end()
 
         return await scheduler.run(render, ticket)
@@ -349,3 +357,9 @@ class PageStage:
                 self._deps.metrics.page_retries.labels("browser").inc()
                 last = exc
         return failed(ErrorCode.BROWSER_CRASH, str(last))
+
+
+async def _quietly(charging: Awaitable[None]) -> None:
+    """A charge's commit; a failed one is logged by the consumer and retried with the next."""
+    with contextlib.suppress(Exception):
+        await charging

@@ -135,3 +135,41 @@ async def test_a_record_that_is_not_a_page_task_goes_to_the_dead_letters(hanging
     assert topics == [pipeline.settings.dead_letter_topic]
     assert pipeline.tail.records == []
     assert (pipeline.scheduler.in_flight, pipeline.scheduler.backlog) == (0, 0)
+
+
+async def test_a_page_waiting_for_its_result_to_be_acknowledged_is_no_backlog(hanging):
+    """Once its content is there, a page leaves the scheduler's count while its result is
+    published: before, pages that only waited for acknowledgements (as long as an HTTP page
+    renders, on a busy broker) filled the backlog, and intake paused with every slot idle."""
+    pipeline, _ = hanging
+    loop = asyncio.get_running_loop()
+    acknowledge = asyncio.Event()
+    send = pipeline.publisher.send
+    waiting: list[asyncio.Task[None]] = []
+
+    async def unacknowledged_results(message):  # the broker takes results, answers later
+        delivery = await send(message)
+        if message.topic != pipeline.settings.results_topic:
+            return delivery
+        later = loop.create_future()
+        waiting.append(asyncio.create_task(_resolve_when(acknowledge, later)))
+        return later
+
+    pipeline.publisher.send = unacknowledged_results  # type: ignore[method-assign]
+    page = asyncio.create_task(pipeline.page(_task("http://site.test/a")))
+    await until(lambda: waiting)
+
+    assert (pipeline.scheduler.pending, pipeline.scheduler.backlog) == (0, 0)
+    assert not page.done()
+    assert pipeline.tail.records == []  # its page record waits for the result's ack
+
+    acknowledge.set()
+    await page
+    result, record = _answer(pipeline)
+    assert result.ok
+    assert record.outcome == "succeeded"
+
+
+async def _resolve_when(event: asyncio.Event, future: asyncio.Future[None]) -> None:
+    await event.wait()
+    future.set_result(None)
