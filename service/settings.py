@@ -124,6 +124,14 @@ class Settings(BaseSettings):
     large one. A run's pages beyond it queue behind other runs' on the host's partition, and
     its browser context there may be handed back meanwhile: 16 keeps requests of up to 16
     pages per host in one piece."""
+    local_pages: bool = True
+    """In role `all`: a page task whose partition this worker's own fetcher owns is handed
+    to it directly instead of through the pages topic (a produce, a fetch and a commit less
+    a page). Such a page has no page record while it renders: were it to kill the worker,
+    that death is not counted against it; its request is delivered again and sends its
+    pages through the topic, so a page that kills every worker gets its `poison` result
+    after `CRAWL_MAX_DELIVERIES` deaths there, one more in all. `false`: every page takes
+    the topic."""
     role: Literal["all", "coordinator", "fetcher"] = "all"
     """What this worker does: `coordinator` (requests: plans, progress events, dispatch),
     `fetcher` (pages: render, results), or `all` (both, the default); also

@@ -96,6 +96,11 @@ class MemoryGate:
             return in_flight < self._ceiling
         return self._governor.admit(self._snapshot, in_flight)
 
+    @property
+    def paused(self) -> bool:
+        """The last answer of `should_pause`."""
+        return self._paused
+
     def should_pause(self) -> bool:
         if not self._enforce:
             return False

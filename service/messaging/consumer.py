@@ -211,6 +211,16 @@ class RecordConsumer:
     def in_flight(self) -> int:
         return sum(len(tasks) for tasks in self._tasks.values())
 
+    def owns(self, partition: int) -> bool:
+        """This consumer owns `partition` of its topic now (assigned, not being revoked)."""
+        tp = TopicPartition(self._spec.topic, partition)
+        owned = self._owned.get(tp)
+        return (
+            not self._stopping.is_set()
+            and tp in self._consumer.assignment()
+            and (owned is None or owned.is_set())
+        )
+
     async def broker_reachable(self) -> bool:
         """Metadata can be fetched from the cluster now (for `/readyz`)."""
         try:

@@ -28,11 +28,16 @@ from service.messaging.dead_letter import send_dead_letter
 from service.messaging.failures import PublishError, root_cause
 from service.messaging.offsets import Verdict
 from service.messaging.publisher import Publisher
-from service.messaging.topics import check_copartitioned, ensure_topics, ready_partitions
+from service.messaging.topics import (
+    check_copartitioned,
+    ensure_topics,
+    partition_for,
+    ready_partitions,
+)
 from service.net.policy import UrlPolicy
 from service.paths import PageRenderer
 from service.worker.deps import CoordinatorDeps, FetcherDeps
-from service.worker.fetcher import Fetcher
+from service.worker.fetcher import Fetcher, LocalLane
 from service.worker.intake import parse_request
 from service.worker.outputs import RunOutputs
 from service.worker.run import Run
@@ -100,9 +105,10 @@ class Worker:
             if self._coordinates:
                 tail = await stack.enter_async_context(FrontierTail(settings))
                 tail.set_partitions(counts[settings.frontier_topic])
+            lane: LocalLane | None = None
             if self._fetches:
-                fetcher = await self._fetcher_role(
-                    stack, proxy, policy, refusals, robots_source, control, tail
+                fetcher, lane = await self._fetcher_role(
+                    stack, proxy, policy, refusals, robots_source, control, tail, counts
                 )
                 self._consumers.append(fetcher)
             if tail is not None:
@@ -116,6 +122,7 @@ class Worker:
                     control=control,
                     tail=tail,
                     sitemaps=robots_source,
+                    local=lane,
                 )
                 spec = ConsumerSpec.requests(
                     settings,
@@ -142,6 +149,8 @@ class Worker:
                 pages_topic=settings.pages_topic,
             )
             await asyncio.gather(*(consumer.run() for consumer in self._consumers))
+            if lane is not None:
+                await lane.close()
             if self._fetcher_contexts is not None:
                 await self._fetcher_contexts.close_all()
         log.info("worker.stopped", worker=settings.worker_name)
@@ -158,8 +167,10 @@ class Worker:
         robots_source: HttpRobotsSource,
         control: ControlReader,
         tail: FrontierTail | None,
-    ) -> RecordConsumer:
-        """The browser, the page slots and the pages consumer."""
+        counts: dict[str, int],
+    ) -> tuple[RecordConsumer, LocalLane | None]:
+        """The browser, the page slots and the pages consumer; with a coordinator in this
+        process, the lane its tasks take to this fetcher."""
         settings = self._settings
         restarts = self._metrics.browser_restarts
         contexts = self._metrics.browser_contexts
@@ -203,7 +214,15 @@ class Worker:
         fetcher = Fetcher(self._fetcher, self._active, consumer, local_tail=tail)
         handlers.append(fetcher)
         self._fetcher_contexts = fetcher.contexts
-        return consumer
+        if tail is None or not settings.local_pages:
+            return consumer, None
+        partitions = counts[settings.pages_topic]
+        lane = LocalLane(
+            fetcher,
+            owns=lambda key: consumer.owns(partition_for(key, partitions)),
+            paused=lambda: gate.paused,
+        )
+        return consumer, lane
 
     async def _memory_gate(self, stack: contextlib.AsyncExitStack) -> MemoryGate:
         """The sampler feeds the gate, which applies the governor's decisions."""

@@ -10,7 +10,7 @@ from service.frontier.log import read_job
 
 if TYPE_CHECKING:
     from service.browser.pool import BrowserPool
-    from service.contracts import FrontierRecord, RecordSource
+    from service.contracts import FrontierRecord, PageTask, RecordSource
     from service.control import ControlReader
     from service.egress.refusals import RefusedTargets
     from service.frontier.sitemap import TextSource
@@ -38,6 +38,13 @@ class FrontierLog(Protocol):
     ) -> list[FrontierRecord]: ...
 
 
+class LocalFetcher(Protocol):
+    """This process's fetcher, as the coordinator sees it (`fetcher.LocalLane`)."""
+
+    def takes(self, key: str) -> bool: ...
+    def start(self, task: PageTask, owned: asyncio.Event) -> asyncio.Task[None]: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinatorDeps:
     """A run at its coordinator: plan, dispatch, learn outcomes, send events."""
@@ -51,6 +58,9 @@ class CoordinatorDeps:
     """The frontier records of the requests partitions owned here (page outcomes)."""
     sitemaps: TextSource
     """Fetches sitemaps (and robots.txt) through the egress proxy, for deep crawls."""
+    local: LocalFetcher | None = None
+    """This process's fetcher (role `all`): a task whose partition it owns skips the topic
+    (one produce, one fetch and a commit less a page; ~9 ms less for a 1-URL request)."""
     frontier_log: FrontierLog = field(default=read_job)
     """Reads what earlier runs of a request logged (a redelivery, a deep crawl)."""
     dispatching: asyncio.Lock = field(default_factory=asyncio.Lock)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import structlog
 from pydantic import ValidationError
@@ -33,10 +33,12 @@ from service.messaging.dead_letter import send_dead_letter
 from service.messaging.offsets import Verdict
 from service.messaging.outbox import Outbox
 from service.worker.outputs import JSON_HEADERS
-from service.worker.pages import HostPacer, PageStage, RunContexts
+from service.worker.pages import HostPacer, PageStage, Rendering, RunContexts
 from service.worker.stop import Stop
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from aiokafka import ConsumerRecord
 
     from service.content.page import PageContent
@@ -69,6 +71,54 @@ class _Charge:
 
     def end(self) -> None:
         self._deliveries.relieve(self._record)
+
+
+class _NoCharge:
+    """A local page has no record to count its render against."""
+
+    async def begin(self) -> None:
+        return None
+
+    def end(self) -> None:
+        return None
+
+
+_NO_CHARGE: Final = _NoCharge()
+
+
+class LocalLane:
+    """The coordinator's way to this process's fetcher (role `all`): it takes a task whose
+    page key's partition its pages consumer owns now, while its page backlog has room
+    (else the task goes through the topic, where intake pauses apply)."""
+
+    def __init__(
+        self,
+        fetcher: Fetcher,
+        owns: Callable[[str], bool],
+        paused: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._fetcher = fetcher
+        self._owns = owns
+        self._paused = paused
+        """The memory gate's last word on intake (`MemoryGate.paused`)."""
+        self._running: set[asyncio.Task[None]] = set()
+
+    def takes(self, key: str) -> bool:
+        backlog = self._fetcher.scheduler.intake_backlog
+        room = backlog < self._fetcher.settings.max_queued_pages and not self._paused()
+        return room and self._owns(key)
+
+    def start(self, task: PageTask, owned: asyncio.Event) -> asyncio.Task[None]:
+        page = self._fetcher.start_local(task, owned)
+        self._running.add(page)  # kept here: a run may end before its page's last record
+        page.add_done_callback(self._running.discard)
+        return page
+
+    async def close(self) -> None:
+        """Cancel what still runs (the worker stops; the requests are delivered again)."""
+        for page in list(self._running):
+            page.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)
 
 
 class _Backlog:
@@ -120,6 +170,8 @@ class Fetcher:
         self._active = active
         self._deliveries = deliveries
         self.contexts = RunContexts(deps.pool)
+        self.scheduler = deps.scheduler
+        self.settings = deps.settings
         self._stage = PageStage(deps, self.contexts, HostPacer())
 
     async def handle(
@@ -155,7 +207,6 @@ class Fetcher:
         with structlog.contextvars.bound_contextvars(
             request_id=task.request_id, run_id=task.run_id, url=task.url
         ):
-            started = time.monotonic()
             if delivery.verdict is Verdict.POISON:
                 message = (
                     f"page delivered {delivery.count} times; each earlier delivery ended with "
@@ -163,22 +214,60 @@ class Fetcher:
                     f"(CRAWL_MAX_DELIVERIES={self._deps.settings.max_deliveries})"
                 )
                 log.error("page.poison", deliveries=delivery.count)
-                content = failed(ErrorCode.POISON, message)
+                await self._answer(task, owned, backlog, failed(ErrorCode.POISON, message))
             else:
-                content = await self._content(task, record)
-            backlog.leave()  # publishing is no work for a slot: intake may go on
-            result = self._stage.result(task, content, started)
-            rendered = time.monotonic()
-            self._deps.metrics.page_seconds.observe(rendered - started)
-            await self._publish(task, result, content, owned)
-            log.debug(
-                "page.timing",
-                taken_ms=round(time.time() * 1000 - record.timestamp - _ms(started)),
-                content_ms=_ms(started) - _ms(rendered),
-                published_ms=_ms(rendered),
-            )
+                charge = _Charge(self._deliveries, record)
+                await self._answer(task, owned, backlog, charge=charge, taken_at=record.timestamp)
 
-    async def _content(self, task: PageTask, record: ConsumerRecord[bytes, bytes]) -> PageContent:
+    def start_local(self, task: PageTask, owned: asyncio.Event) -> asyncio.Task[None]:
+        """Render a task of this process's coordinator here, without the pages topic (this
+        fetcher owns the task's partition, so the host's limits hold as for its records).
+        No record carries it, so nothing is charged: were this process to die under the
+        page, its request is delivered again, and a redelivered request's pages all go
+        through the topic, where deaths are counted per page."""
+        backlog = _Backlog(self._deps.scheduler)  # before any await, as a record's
+        return asyncio.create_task(self._local(task, owned, backlog))
+
+    async def _local(self, task: PageTask, owned: asyncio.Event, backlog: _Backlog) -> None:
+        try:
+            with structlog.contextvars.bound_contextvars(url=task.url, local=True):
+                await self._answer(task, owned, backlog, charge=_NO_CHARGE)
+        except Exception as exc:  # the local page's error boundary: its run gets an answer
+            log.exception("page.crashed", error=repr(exc))
+            content = failed(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            await self._answer(task, owned, backlog, content)
+        finally:
+            backlog.leave()
+
+    async def _answer(
+        self,
+        task: PageTask,
+        owned: asyncio.Event,
+        backlog: _Backlog,
+        content: PageContent | None = None,
+        *,
+        charge: Rendering = _NO_CHARGE,
+        taken_at: int | None = None,
+    ) -> None:
+        """Render the task (unless `content` is given), then publish its answer."""
+        started = time.monotonic()
+        if content is None:
+            content = await self._content(task, charge)
+        backlog.leave()  # publishing is no work for a slot: intake may go on
+        result = self._stage.result(task, content, started)
+        rendered = time.monotonic()
+        self._deps.metrics.page_seconds.observe(rendered - started)
+        await self._publish(task, result, content, owned)
+        log.debug(
+            "page.timing",
+            taken_ms=None
+            if taken_at is None
+            else round(time.time() * 1000 - taken_at) - _ms(started),
+            content_ms=_ms(started) - _ms(rendered),
+            published_ms=_ms(rendered),
+        )
+
+    async def _content(self, task: PageTask, charge: Rendering) -> PageContent:
         """The page's content, or the result of what stopped it (cancel, deadline)."""
         stop = _PageStop()
         # The run's coordinator waited for the control topic's end before dispatching; a
@@ -197,9 +286,7 @@ class Fetcher:
             timer = asyncio.get_running_loop().call_later(
                 left_s, stop.halt, self._deadline_stop(task)
             )
-        stop.task = asyncio.ensure_future(
-            self._stage.content(task, charge=_Charge(self._deliveries, record))
-        )
+        stop.task = asyncio.ensure_future(self._stage.content(task, charge=charge))
         try:
             with self._active.running(task.request_id, stop):
                 return await stop.task

@@ -105,6 +105,10 @@ class Run:
         self._deadline_at: datetime | None = None
         self._started = time.monotonic()
         self._relieving: asyncio.Future[None] | None = None
+        self._owned = owned or _always_owned()
+        self._local: set[asyncio.Task[None]] = set()
+        """Pages of this run rendering in this process's fetcher (`CoordinatorDeps.local`),
+        cancelled if the run is (its partition moved: the next owner renders them)."""
         self._marks: dict[str, float] = {}
         """Wall-clock ms of the run's steps, logged at debug level (`run.timing`)."""
 
@@ -128,7 +132,12 @@ class Run:
     async def execute(self) -> None:
         """Run to the terminal event and wait until all of it is acknowledged."""
         with structlog.contextvars.bound_contextvars(run_id=self.run_id):
-            await self._execute()
+            try:
+                await self._execute()
+            except asyncio.CancelledError:
+                for page in self._local:
+                    page.cancel()
+                raise
 
     def _mark(self, step: str) -> None:
         self._marks.setdefault(step, time.time() * 1000)
@@ -283,6 +292,26 @@ class Run:
     async def _dispatch(self) -> None:
         """Dispatch the waiting pages the window allows, in order; once the broker has
         them, log which (so a next coordinator waits for them instead of re-sending)."""
+        batch = self._next_batch()
+        if not batch:
+            return
+        if not self._waiting and self._plan.final:  # nothing of the run comes after these
+            task, key = batch[-1]
+            batch[-1] = (task.model_copy(update={"last": True}), key)
+        self._mark("dispatched")
+        self._deps.metrics.runs_waiting.inc(len(batch))
+        batch = self._start_local(batch)
+        if not batch:
+            return
+        async with self._deps.dispatching:
+            for task, key in batch:
+                await self._outputs.dispatch(task, key)
+        sent = [task.url for task, _ in batch]
+        await self._outputs.acknowledged()
+        await self._outputs.frontier(self._record("dispatched", links=tuple(sent)))
+
+    def _next_batch(self) -> list[tuple[PageTask, str]]:
+        """The waiting pages the window allows now, each with its page key, in order."""
         window = self._deps.settings.dispatch_window
         batch: list[tuple[PageTask, str]] = []
         for key, queue in list(self._queues.items()):
@@ -295,19 +324,27 @@ class Run:
                 batch.append((self._task(page), key))
             if not queue:
                 del self._queues[key]
-        if not batch:
-            return
-        if not self._waiting and self._plan.final:  # nothing of the run comes after these
-            task, key = batch[-1]
-            batch[-1] = (task.model_copy(update={"last": True}), key)
-        async with self._deps.dispatching:
-            for task, key in batch:
-                await self._outputs.dispatch(task, key)
-        sent = [task.url for task, _ in batch]
-        self._mark("dispatched")
-        self._deps.metrics.runs_waiting.inc(len(sent))
-        await self._outputs.acknowledged()
-        await self._outputs.frontier(self._record("dispatched", links=tuple(sent)))
+        return batch
+
+    def _start_local(self, batch: list[tuple[PageTask, str]]) -> list[tuple[PageTask, str]]:
+        """Hand the tasks this process's fetcher takes to it; the rest, for the topic.
+
+        A redelivered request's pages all take the topic: its worker may have died under a
+        local page, and deaths are counted per page record there. A local page is in no
+        `dispatched` record: were this process to die, the next run dispatches it again.
+        """
+        local = self._deps.local
+        if local is None or self._earlier:
+            return batch
+        remote = []
+        for task, key in batch:
+            if not local.takes(key):
+                remote.append((task, key))
+                continue
+            page = local.start(task, self._owned)
+            self._local.add(page)
+            page.add_done_callback(self._local.discard)
+        return remote
 
     def _task(self, page: Admitted) -> PageTask:
         request = self._request
@@ -478,3 +515,9 @@ def _logged(
         elif record.url is not None:
             finished.setdefault(record.url, record)
     return sitemap, finished, dispatched
+
+
+def _always_owned() -> asyncio.Event:
+    owned = asyncio.Event()
+    owned.set()
+    return owned

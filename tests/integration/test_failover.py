@@ -48,13 +48,23 @@ async def _group_offsets(bootstrap: str, group: str) -> dict[TopicPartition, tup
 async def test_a_page_that_kills_its_fetcher_gets_a_poison_result(
     topics, collector, site, start_worker
 ):
-    """Killed while one page renders, CRAWL_MAX_DELIVERIES (3) times: the next delivery of
-    that page record is not rendered; the page gets a failed result with code `poison`,
-    the request's other page is `ok`, and the run completes. The request itself is not
-    quarantined (before: it went to the dead letters and every URL failed `poison`)."""
+    """Killed while one page renders: once in the local lane (the first worker's fetcher
+    owns every page partition, so its coordinator hands it the pages directly and no page
+    record counts that death), then CRAWL_MAX_DELIVERIES (3) times as the redelivered
+    request's page record on the pages topic. The next delivery of that record is not
+    rendered; the page gets a failed result with code `poison`, the request's other page
+    is `ok`, and the run completes. The request itself is not quarantined (before: it went
+    to the dead letters and every URL failed `poison`)."""
     poison, fine = site.url("/slow/poison-1?ms=600000"), site.url("/page/1")
+    first = await start_worker("poison-0", CRAWL_WORKER_NAME="pw", **STATIC)
+    await collector.wait_until(lambda _: _owns_page_partitions(first), deadline_s=120)
     await _produce(topics.bootstrap, topics.requests, {"poison-1": [poison, fine]}, partition=0)
-    for death in range(3):
+    await collector.wait_until(
+        lambda seen: site.hits["/slow/poison-1"] > 0 and seen.results_of("poison-1"),
+        deadline_s=120,
+    )  # the other page answered, this one loading in the lane
+    await first.kill()
+    for death in range(1, 4):
         worker = await start_worker(f"poison-{death}", CRAWL_WORKER_NAME="pw", **STATIC)
         await collector.wait_until(
             lambda _, n=death: site.hits["/slow/poison-1"] > n, deadline_s=120
@@ -71,18 +81,28 @@ async def test_a_page_that_kills_its_fetcher_gets_a_poison_result(
 
     [terminal] = collector.seen.terminal("poison-1")
     assert terminal.type == EventType.COMPLETED
-    assert (terminal.total, terminal.failed, terminal.succeeded) == (2, 1, 1)
     by_url = {r.url: r for r in collector.seen.results_of("poison-1")}
+    assert (terminal.total, terminal.failed, terminal.succeeded) == (2, 1, 1), by_url
     assert by_url[poison].error is not None
     assert by_url[poison].error.code == ErrorCode.POISON
     assert by_url[fine].ok
     # each worker's coordinator ran the request again if it got the partition before the
     # kill (the fetcher may render first); the last one completed it
     assert terminal.run_id == _runs(collector, "poison-1")[-1]
-    assert site.hits["/slow/poison-1"] == 3
+    # one render in the lane, uncounted, and three counted on the topic (had the first
+    # taken the topic, the fourth delivery would have been the poison one: 3 hits)
+    assert site.hits["/slow/poison-1"] == 4
     events = [entry["event"] for entry in survivor.events()]
     assert "page.poison" in events
     assert "request.poison" not in events
+
+
+def _owns_page_partitions(worker) -> bool:
+    """The worker's fetcher has its page partitions (its log says so)."""
+    return any(
+        e.get("event") == "consumer.assigned" and e.get("consumer") == "page" and e["partitions"]
+        for e in worker.events()
+    )
 
 
 @pytest.mark.long_running

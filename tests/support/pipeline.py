@@ -12,6 +12,7 @@ in any order, as partitions of several fetchers would answer them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import Counter
 from typing import TYPE_CHECKING, Final
@@ -33,7 +34,7 @@ from service.messaging.offsets import Delivery, Verdict
 from service.messaging.topics import partition_for
 from service.metrics import Metrics
 from service.settings import Settings
-from service.worker.fetcher import Fetcher
+from service.worker.fetcher import Fetcher, LocalLane
 from service.worker.outputs import JSON_HEADERS
 from service.worker.run import Run
 
@@ -68,6 +69,7 @@ class Pipeline:
         robots: FakeRobotsSource | None = None,
         settings: Settings | None = None,
         slots: int | None = None,
+        local: Callable[[str], bool] | None = None,
     ) -> None:
         self.settings = settings or Settings(worker_name="unit")
         self.publisher = InMemoryPublisher()
@@ -89,6 +91,12 @@ class Pipeline:
         self.uncharged: list[Record] = []
         """Page records whose render ended (the fetcher relieved their delivery)."""
         self.fetcher = Fetcher(self.fetcher_deps, self.active, _Deliveries(self))
+        self.lane: LocalLane | None = None
+        """With `local` (which page keys this process's fetcher owns): the coordinator
+        hands those pages to the fetcher directly, as in a worker of role `all`."""
+        if local is not None:
+            self.lane = LocalLane(self.fetcher, owns=local)
+            self.coordinator = dataclasses.replace(self.coordinator, local=self.lane)
         self.owned = asyncio.Event()
         self.owned.set()
         self.tasks: list[PageTask] = []
@@ -169,6 +177,8 @@ class Pipeline:
         for task in self._handling:
             task.cancel()
         await asyncio.gather(*self._handling, return_exceptions=True)
+        if self.lane is not None:
+            await self.lane.close()
         await self.fetcher.contexts.close_all()
 
     def answered(self, url: str) -> bool:
