@@ -51,6 +51,10 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
+ROOM_RECHECK_S: Final = 0.2
+"""How long a run waiting for room in this process's fetcher waits before looking again
+when no page left the backlog (the memory gate may have let more in meanwhile)."""
+
 
 class Deliveries(Protocol):
     """The pages consumer's delivery counts (`RecordConsumer.charge` and `relieve`)."""
@@ -87,9 +91,11 @@ _NO_CHARGE: Final = _NoCharge()
 
 
 class LocalLane:
-    """The coordinator's way to this process's fetcher (role `all`): it takes a task whose
-    page key's partition its pages consumer owns now, while its page backlog has room
-    (else the task goes through the topic, where intake pauses apply)."""
+    """The coordinator's way to this process's fetcher (role `all`): tasks whose page key's
+    partition its pages consumer owns now are handed to it, as many as its page backlog has
+    room for (`CRAWL_MAX_QUEUED_PAGES`, none while the memory gate pauses intake); the run
+    keeps the rest until room opens, since they would reach this same fetcher through the
+    topic anyway."""
 
     def __init__(
         self,
@@ -103,10 +109,21 @@ class LocalLane:
         """The memory gate's last word on intake (`MemoryGate.paused`)."""
         self._running: set[asyncio.Task[None]] = set()
 
-    def takes(self, key: str) -> bool:
+    def owns(self, key: str) -> bool:
+        return self._owns(key)
+
+    def room(self) -> int:
+        """Pages the fetcher's backlog takes now."""
+        if self._paused():
+            return 0
         backlog = self._fetcher.scheduler.intake_backlog
-        room = backlog < self._fetcher.settings.max_queued_pages and not self._paused()
-        return room and self._owns(key)
+        return max(self._fetcher.settings.max_queued_pages - backlog, 0)
+
+    async def room_opened(self) -> None:
+        """Return when a page left the backlog, or after `ROOM_RECHECK_S` (memory may
+        allow more meanwhile)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._fetcher.backlog_left(), ROOM_RECHECK_S)
 
     def start(self, task: PageTask, owned: asyncio.Event) -> asyncio.Task[None]:
         page = self._fetcher.start_local(task, owned)
@@ -126,8 +143,9 @@ class _Backlog:
     result is published: on a busy broker that takes as long as an HTTP page renders, and
     intake paused on pages that only waited for acknowledgements)."""
 
-    def __init__(self, scheduler: PageScheduler) -> None:
+    def __init__(self, scheduler: PageScheduler, on_leave: Callable[[], None]) -> None:
         self._scheduler = scheduler
+        self._on_leave = on_leave
         self._in = True
         scheduler.accept(1)
 
@@ -135,6 +153,7 @@ class _Backlog:
         if self._in:
             self._in = False
             self._scheduler.finished(1)
+            self._on_leave()
 
 
 class _PageStop:
@@ -172,13 +191,15 @@ class Fetcher:
         self.contexts = RunContexts(deps.pool)
         self.scheduler = deps.scheduler
         self.settings = deps.settings
+        self._leaving: list[asyncio.Future[None]] = []
+        """Waiting for a page to leave the backlog (`backlog_left`)."""
         self._stage = PageStage(deps, self.contexts, HostPacer())
 
     async def handle(
         self, record: ConsumerRecord[bytes, bytes], delivery: Delivery, owned: asyncio.Event
     ) -> None:
         """Take one page record to its end: an answered page or a dead letter."""
-        backlog = _Backlog(self._deps.scheduler)  # before any await: the next poll sees it
+        backlog = _Backlog(self._deps.scheduler, self._left)  # before any await: polls see it
         try:
             await self._handle(record, delivery, owned, backlog)
         except Exception as exc:  # the record's error boundary
@@ -219,13 +240,25 @@ class Fetcher:
                 charge = _Charge(self._deliveries, record)
                 await self._answer(task, owned, backlog, charge=charge, taken_at=record.timestamp)
 
+    def backlog_left(self) -> asyncio.Future[None]:
+        """Done when the next page leaves the backlog (its content is there)."""
+        left: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._leaving = [*(f for f in self._leaving if not f.done()), left]
+        return left
+
+    def _left(self) -> None:
+        leaving, self._leaving = self._leaving, []
+        for left in leaving:
+            if not left.done():
+                left.set_result(None)
+
     def start_local(self, task: PageTask, owned: asyncio.Event) -> asyncio.Task[None]:
         """Render a task of this process's coordinator here, without the pages topic (this
         fetcher owns the task's partition, so the host's limits hold as for its records).
         No record carries it, so nothing is charged: were this process to die under the
         page, its request is delivered again, and a redelivered request's pages all go
         through the topic, where deaths are counted per page."""
-        backlog = _Backlog(self._deps.scheduler)  # before any await, as a record's
+        backlog = _Backlog(self._deps.scheduler, self._left)  # before any await, as a record's
         return asyncio.create_task(self._local(task, owned, backlog))
 
     async def _local(self, task: PageTask, owned: asyncio.Event, backlog: _Backlog) -> None:

@@ -106,6 +106,8 @@ class Run:
         self._started = time.monotonic()
         self._relieving: asyncio.Future[None] | None = None
         self._owned = owned or _always_owned()
+        self._lane_full = False
+        """Pages of keys this process's fetcher owns wait for room in its backlog."""
         self._local: set[asyncio.Task[None]] = set()
         """Pages of this run rendering in this process's fetcher (`CoordinatorDeps.local`),
         cancelled if the run is (its partition moved: the next owner renders them)."""
@@ -211,7 +213,10 @@ class Run:
                     break
                 arrival = asyncio.create_task(self._arrived.get())
                 wait = {arrival, stopped, *([sitemap] if sitemap else [])}
-                await asyncio.wait(wait, return_when=asyncio.FIRST_COMPLETED)
+                room = self._room_opened()
+                await asyncio.wait({*wait, *room}, return_when=asyncio.FIRST_COMPLETED)
+                for waiter in room:
+                    waiter.cancel()
                 if not arrival.done():
                     arrival.cancel()
                 else:
@@ -227,6 +232,13 @@ class Run:
                 sitemap.cancel()
         if self._stop is not None:
             await self._stopping(self._stop)
+
+    def _room_opened(self) -> list[asyncio.Task[None]]:
+        """While pages wait for room in this process's fetcher: a wait for it."""
+        lane = self._deps.local
+        if not self._lane_full or lane is None:
+            return []
+        return [asyncio.create_task(lane.room_opened())]
 
     async def _stopping(self, stop: Stop) -> None:
         """Pages never dispatched get the stop's results here; dispatched ones are stopped
@@ -292,15 +304,21 @@ class Run:
     async def _dispatch(self) -> None:
         """Dispatch the waiting pages the window allows, in order; once the broker has
         them, log which (so a next coordinator waits for them instead of re-sending)."""
-        batch = self._next_batch()
-        if not batch:
+        local, batch = self._next_batch()
+        if not local and not batch:
             return
         if not self._waiting and self._plan.final:  # nothing of the run comes after these
-            task, key = batch[-1]
-            batch[-1] = (task.model_copy(update={"last": True}), key)
+            last = batch or local
+            task, key = last[-1]
+            last[-1] = (task.model_copy(update={"last": True}), key)
         self._mark("dispatched")
-        self._deps.metrics.runs_waiting.inc(len(batch))
-        batch = self._start_local(batch)
+        self._deps.metrics.runs_waiting.inc(len(local) + len(batch))
+        lane = self._deps.local
+        if lane is not None:
+            for task, _ in local:
+                page = lane.start(task, self._owned)
+                self._local.add(page)
+                page.add_done_callback(self._local.discard)
         if not batch:
             return
         async with self._deps.dispatching:
@@ -310,41 +328,37 @@ class Run:
         await self._outputs.acknowledged()
         await self._outputs.frontier(self._record("dispatched", links=tuple(sent)))
 
-    def _next_batch(self) -> list[tuple[PageTask, str]]:
-        """The waiting pages the window allows now, each with its page key, in order."""
+    def _next_batch(self) -> tuple[list[tuple[PageTask, str]], list[tuple[PageTask, str]]]:
+        """The waiting pages the window allows now, each with its page key, in order: those
+        for this process's fetcher (the local lane: as many as its backlog has room for;
+        the others of its keys wait here for room, `_lane_full`) and those for the topic.
+
+        A redelivered request's pages all take the topic: its worker may have died under a
+        lane page, and deaths are counted per page record there. A lane page is in no
+        `dispatched` record: were this process to die, the next run dispatches it again.
+        """
         window = self._deps.settings.dispatch_window
+        lane = None if self._earlier else self._deps.local
+        room = lane.room() if lane is not None else 0
+        local: list[tuple[PageTask, str]] = []
         batch: list[tuple[PageTask, str]] = []
+        self._lane_full = False
         for key, queue in list(self._queues.items()):
+            mine = lane is not None and lane.owns(key)
             while queue and self._per_key[key] < window:
+                if mine and room <= 0:
+                    self._lane_full = True
+                    break
                 page = queue.popleft()
                 if self._waiting.pop(page.url, None) is None:
                     continue  # finished meanwhile (an earlier run's page record)
                 self._per_key[key] += 1
                 self._dispatched[page.url] = key
-                batch.append((self._task(page), key))
+                (local if mine else batch).append((self._task(page), key))
+                room -= mine
             if not queue:
                 del self._queues[key]
-        return batch
-
-    def _start_local(self, batch: list[tuple[PageTask, str]]) -> list[tuple[PageTask, str]]:
-        """Hand the tasks this process's fetcher takes to it; the rest, for the topic.
-
-        A redelivered request's pages all take the topic: its worker may have died under a
-        local page, and deaths are counted per page record there. A local page is in no
-        `dispatched` record: were this process to die, the next run dispatches it again.
-        """
-        local = self._deps.local
-        if local is None or self._earlier:
-            return batch
-        remote = []
-        for task, key in batch:
-            if not local.takes(key):
-                remote.append((task, key))
-                continue
-            page = local.start(task, self._owned)
-            self._local.add(page)
-            page.add_done_callback(self._local.discard)
-        return remote
+        return local, batch
 
     def _task(self, page: Admitted) -> PageTask:
         request = self._request

@@ -70,6 +70,7 @@ class Pipeline:
         settings: Settings | None = None,
         slots: int | None = None,
         local: Callable[[str], bool] | None = None,
+        local_paused: Callable[[], bool] = lambda: False,
     ) -> None:
         self.settings = settings or Settings(worker_name="unit")
         self.publisher = InMemoryPublisher()
@@ -95,7 +96,7 @@ class Pipeline:
         """With `local` (which page keys this process's fetcher owns): the coordinator
         hands those pages to the fetcher directly, as in a worker of role `all`."""
         if local is not None:
-            self.lane = LocalLane(self.fetcher, owns=local)
+            self.lane = LocalLane(self.fetcher, owns=local, paused=local_paused)
             self.coordinator = dataclasses.replace(self.coordinator, local=self.lane)
         self.owned = asyncio.Event()
         self.owned.set()

@@ -77,10 +77,32 @@ async def test_a_redelivered_request_sends_every_page_through_the_topic(made):
     assert terminal.succeeded == 4
 
 
-async def test_the_lane_takes_no_more_than_the_page_backlog_has_room_for(made):
-    """Pages that hang fill the slots and then the backlog (CRAWL_MAX_QUEUED_PAGES, 40, by
-    default): the pages beyond it go to the topic, where the consumer's intake bound and
-    pauses apply, instead of piling up in this process."""
+async def test_pages_wait_at_the_coordinator_while_the_lane_has_no_room(made):
+    """The memory gate pauses intake: the lane takes nothing, and the pages of keys this
+    fetcher owns wait in their run (not on the topic, whose records would reach this same
+    fetcher); once intake may go on, they are handed over and the run completes."""
+    paused = [True]
+    pipeline = Pipeline(FakeSite(), local=lambda _key: True, local_paused=lambda: paused[0])
+    made.append(pipeline)
+    urls = [f"http://a.test/p/{i}" for i in range(6)]
+    run = asyncio.create_task(pipeline.execute(pipeline.run(_request("r", urls))))
+    await until(lambda: pipeline.collected().events_of("r"))  # accepted: it runs
+
+    await asyncio.sleep(0)
+    assert pipeline.scheduler.pending == 0
+    assert pipeline.tasks == []
+    paused[0] = False
+    await run
+
+    [terminal] = pipeline.collected().terminal("r")
+    assert (terminal.type, terminal.succeeded) == (EventType.COMPLETED, 6)
+    assert pipeline.tasks == []
+
+
+async def test_the_lane_takes_what_the_consumer_would_take(made):
+    """Hanging pages of one run over four hosts, more than the backlog bound: the lane
+    takes them as the pages consumer's intake would (its room is the same, the run's
+    pages beyond its share overtakable), and none goes to the topic."""
     site = FakeSite(hanging="/hang/")
     pipeline = _pipeline(made, site, owns=lambda _key: True)
     window = pipeline.settings.dispatch_window
@@ -88,11 +110,10 @@ async def test_the_lane_takes_no_more_than_the_page_backlog_has_room_for(made):
     urls = [f"http://{host}/hang/{i}" for host in hosts for i in range(window)]
     run = asyncio.create_task(pipeline.execute(pipeline.run(_request("r", urls))))
 
-    await until(lambda: len(pipeline.tasks) + pipeline.scheduler.pending == len(urls))
+    await until(lambda: pipeline.scheduler.pending == len(urls))
 
-    room = pipeline.settings.max_queued_pages
-    assert pipeline.scheduler.pending == room  # accepted before any started rendering
-    assert len(pipeline.tasks) == len(urls) - room
+    assert pipeline.tasks == []
+    assert pipeline.scheduler.intake_backlog <= pipeline.settings.max_queued_pages
     run.cancel()
     await asyncio.gather(run, return_exceptions=True)
 
