@@ -69,6 +69,10 @@ class Worker:
         self._consumers: list[RecordConsumer] = []
         self._coordinator: CoordinatorDeps | None = None
         self._fetcher: FetcherDeps | None = None
+        self._fetcher_contexts: RunContexts | None = None
+        """The fetcher's run contexts, closed when the worker stops."""
+        self._requests: RecordConsumer | None = None
+        """The coordinator's consumer (its runs relieve their records through it)."""
         self._stop_requested = asyncio.Event()
         self._active = ActiveRuns()
         """request_id -> its runs and pages in progress here: a cancel reaches them at once."""
@@ -154,9 +158,6 @@ class Worker:
             if self._fetcher_contexts is not None:
                 await self._fetcher_contexts.close_all()
         log.info("worker.stopped", worker=settings.worker_name)
-
-    _fetcher_contexts: RunContexts | None = None
-    _requests: RecordConsumer | None = None
 
     async def _fetcher_role(
         self,
