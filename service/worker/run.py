@@ -307,10 +307,9 @@ class Run:
         local, batch = self._next_batch()
         if not local and not batch:
             return
-        if not self._waiting and self._plan.final:  # nothing of the run comes after these
-            last = batch or local
-            task, key = last[-1]
-            last[-1] = (task.model_copy(update={"last": True}), key)
+        if self._plan.final:
+            _mark_last(local, self._queues)
+            _mark_last(batch, self._queues)
         self._mark("dispatched")
         self._deps.metrics.runs_waiting.inc(len(local) + len(batch))
         lane = self._deps.local
@@ -529,6 +528,16 @@ def _logged(
         elif record.url is not None:
             finished.setdefault(record.url, record)
     return sitemap, finished, dispatched
+
+
+def _mark_last(tasks: list[tuple[PageTask, str]], queues: dict[str, deque[Admitted]]) -> None:
+    """Flag each key's last task when nothing of its key waits after it (and the plan will
+    admit no more): the fetcher holding that key hands the run's context back as soon as
+    that page ends, instead of keeping it `CONTEXT_LINGER_S` for pages that will not come."""
+    last: dict[str, int] = {key: n for n, (_, key) in enumerate(tasks) if key not in queues}
+    for n in last.values():
+        task, key = tasks[n]
+        tasks[n] = (task.model_copy(update={"last": True}), key)
 
 
 def _always_owned() -> asyncio.Event:

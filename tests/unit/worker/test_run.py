@@ -374,3 +374,20 @@ async def test_a_poison_page_gets_a_poison_result_and_the_run_completes(make):
     assert site.hits[urls[1]] == 0
     assert results[urls[0]].ok
     assert results[urls[2]].ok
+
+
+async def test_each_host_s_last_page_says_no_more_pages_of_the_run_follow(make):
+    """A list request over two hosts, one of them beyond the dispatch window: the last task
+    of each host is flagged `last` (so each fetcher hands the run's browser context back
+    as soon as that page ends), and no other task is; before, only the run's one final
+    task was, and the fetchers of its other hosts kept the context 5 s."""
+    pipeline = _pipeline(make, FakeSite())
+    window = pipeline.settings.dispatch_window
+    site_urls = _urls("p", window + 3)
+    other_urls = _urls("q", 2, site=OTHER)
+
+    await pipeline.execute(pipeline.run(_request("r", site_urls + other_urls)))
+
+    flagged = sorted(task.url for task in pipeline.tasks if task.last)
+    assert flagged == sorted([site_urls[-1], other_urls[-1]])
+    assert len(pipeline.tasks) == len(site_urls) + len(other_urls)
