@@ -231,8 +231,10 @@ async def test_lag_counts_unfinished_requests_and_follows_ownership(
 
 @pytest.mark.xfail(
     strict=False,
-    reason="open defect (issue 20): in some runs (1 of 3 clean-clone CI runs, 1 of 3 alone) the "
-    "fetcher neither pauses nor fills its backlog within 60 s; not yet explained",
+    reason="open defect (issue 20): before partitions were held instead of paused, in some "
+    "runs (1 of 3 clean-clone CI runs, 1 of 3 alone) the fetcher neither paused nor filled "
+    "its backlog within 60 s, not explained; since, it passed 8 runs of 8 (kept marked until "
+    "clean-clone CI runs show it holds)",
 )
 async def test_a_poll_brings_in_no_more_than_the_page_backlog_has_room_for(
     topics, collector, site, start_worker
@@ -240,9 +242,11 @@ async def test_a_poll_brings_in_no_more_than_the_page_backlog_has_room_for(
     """Twenty 10-URL requests of hanging pages on one partition: the coordinator takes them
     and dispatches their pages (a window of 8 per run and host); the fetcher's intake stops
     at its page backlog bound (CRAWL_MAX_QUEUED_PAGES, 40) plus the page slots (8) and
-    pauses its page partitions, instead of taking a whole fetch batch (200 pages) at once."""
+    pauses its page partitions, instead of taking a whole fetch batch (200 pages) at once.
+    The local lane is off: it would hand the pages to this same process's fetcher without
+    the topic, and this test is about the pages consumer's poll."""
     port = _free_port()
-    await start_worker("intake", CRAWL_METRICS_PORT=str(port))
+    await start_worker("intake", CRAWL_METRICS_PORT=str(port), CRAWL_LOCAL_PAGES="false")
     requests = {
         f"intake-{r}": [site.url(f"/slow/intake-{r}-{u}?ms=25000") for u in range(10)]
         for r in range(20)
