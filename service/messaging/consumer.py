@@ -221,6 +221,18 @@ class RecordConsumer:
             and (owned is None or owned.is_set())
         )
 
+    def has_waiting(self, partition: int) -> bool:
+        """Records of `partition` are on the topic and not yet taken here (as far as the
+        last fetch response told: its high watermark)."""
+        tp = TopicPartition(self._spec.topic, partition)
+        highwater: int | None = self._consumer.highwater(tp)
+        if highwater is None:
+            return False
+        taken = self._tracker.next_offset(tp)
+        if taken is None:
+            taken = self._tracker.committed_position(tp) or 0
+        return highwater > taken
+
     async def broker_reachable(self) -> bool:
         """Metadata can be fetched from the cluster now (for `/readyz`)."""
         try:

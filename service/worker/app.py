@@ -220,7 +220,7 @@ class Worker:
         partitions = counts[settings.pages_topic]
         lane = LocalLane(
             fetcher,
-            owns=lambda key: consumer.owns(partition_for(key, partitions)),
+            owns=lambda key: _lane_may_take(consumer, partition_for(key, partitions)),
             paused=lambda: gate.paused,
         )
         return consumer, lane
@@ -396,3 +396,10 @@ def _following(tail: FrontierTail) -> Callable[[set[TopicPartition]], Awaitable[
         await tail.follow({tp.partition for tp in assigned})
 
     return follow
+
+
+def _lane_may_take(consumer: RecordConsumer, partition: int) -> bool:
+    """This fetcher owns `partition`, and no record of it waits on the topic: a task of
+    the local lane never goes before another coordinator's task for the same hosts (those
+    go through the topic, in order)."""
+    return consumer.owns(partition) and not consumer.has_waiting(partition)

@@ -92,10 +92,10 @@ _NO_CHARGE: Final = _NoCharge()
 
 class LocalLane:
     """The coordinator's way to this process's fetcher (role `all`): tasks whose page key's
-    partition its pages consumer owns now are handed to it, as many as its page backlog has
-    room for (`CRAWL_MAX_QUEUED_PAGES`, none while the memory gate pauses intake); the run
-    keeps the rest until room opens, since they would reach this same fetcher through the
-    topic anyway."""
+    partition its pages consumer owns now (and has no records of waiting on the topic, which
+    go first) are handed to it, as many as its page backlog has room for
+    (`CRAWL_MAX_QUEUED_PAGES`, none while the memory gate pauses intake); the run keeps the
+    rest until room opens, since they would reach this same fetcher through the topic."""
 
     def __init__(
         self,
