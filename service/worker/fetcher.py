@@ -241,16 +241,18 @@ class Fetcher:
                 await self._answer(task, owned, backlog, charge=charge, taken_at=record.timestamp)
 
     def backlog_left(self) -> asyncio.Future[None]:
-        """Done when the next page leaves the backlog (its content is there)."""
+        """Done when a page leaves the backlog (its content is there) and this is the
+        longest waiting of those asking: one page's room wakes one run, oldest first."""
         left: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._leaving = [*(f for f in self._leaving if not f.done()), left]
         return left
 
     def _left(self) -> None:
-        leaving, self._leaving = self._leaving, []
-        for left in leaving:
+        while self._leaving:
+            left = self._leaving.pop(0)
             if not left.done():
                 left.set_result(None)
+                return
 
     def start_local(self, task: PageTask, owned: asyncio.Event) -> asyncio.Task[None]:
         """Render a task of this process's coordinator here, without the pages topic (this
