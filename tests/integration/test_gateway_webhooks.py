@@ -126,6 +126,8 @@ async def test_every_event_arrives_signed_and_in_order_after_a_gateway_and_a_wor
     page_events = [b for b in events if b["type"] == "crawl.page"]
     urls = {b["data"][0]["metadata"]["sourceURL"] for b in page_events}
     assert len(urls) == len(page_events) == job.completed == 40
+    # a page event repeated after the worker's death is delivered again with its document
+    assert all(b["data"] for b in receiver.bodies() if b["type"] == "crawl.page")
     assert all(b["id"] == started.id and b["metadata"] == {"order": "42"} for b in events)
 
 
