@@ -56,6 +56,9 @@ class _Results:
         self._lock = asyncio.Lock()
         self._positions: dict[str, int] = {}
         self._found: dict[str, dict[str, PageResult]] = {}
+        self._taken: dict[str, set[str]] = {}
+        """Each job's result ids already found: a page event repeated after a worker's death
+        (at least once) names a result read before, which the job's next records do not hold."""
         self._chunks: dict[str, Reassembler] = {}
         self._partitions: list[int] = []
 
@@ -70,18 +73,24 @@ class _Results:
     def forget(self, job_id: str) -> None:
         self._positions.pop(job_id, None)
         self._found.pop(job_id, None)
+        self._taken.pop(job_id, None)
         self._chunks.pop(job_id, None)
 
     async def find(self, event: ProgressEvent, marker: JobMarker | None) -> PageResult:
         """The result of a page event; TimeoutError when it cannot be read in time."""
         async with self._lock, asyncio.timeout(self._settings.kafka_timeout.total_seconds()):
             found = self._found.setdefault(event.request_id, {})
+            taken = self._taken.setdefault(event.request_id, set())
+            result_id = str(event.result_id)
             tp = self._partition(event.request_id, marker)
-            if event.request_id not in self._positions:
+            again = result_id in taken and result_id not in found
+            if again or event.request_id not in self._positions:
+                # a repeated event reads the job's results again from where they begin
                 self._positions[event.request_id] = await self._start(tp, event, marker)
-            while event.result_id not in found:
-                await self._read(tp, event.request_id, found)
-            return found.pop(str(event.result_id))
+            while result_id not in found:
+                await self._read(tp, event.request_id, found, result_id, taken)
+            taken.add(result_id)
+            return found.pop(result_id)
 
     def _partition(self, job_id: str, marker: JobMarker | None) -> TopicPartition:
         topic = self._settings.results_topic
@@ -101,7 +110,16 @@ class _Results:
         hit = found.get(tp)
         return int(hit.offset) if hit is not None else 0
 
-    async def _read(self, tp: TopicPartition, job_id: str, found: dict[str, PageResult]) -> None:
+    async def _read(
+        self,
+        tp: TopicPartition,
+        job_id: str,
+        found: dict[str, PageResult],
+        wanted: str,
+        taken: set[str],
+    ) -> None:
+        """The next records of the job's partition: its results to `found`, but for those
+        already taken (other than `wanted`)."""
         self._consumer.assign([tp])
         self._consumer.seek(tp, self._positions[job_id])
         batch = await self._consumer.getmany(tp, timeout_ms=POLL_TIMEOUT_MS)
@@ -114,7 +132,8 @@ class _Results:
             whole = chunks.add(record.value, list(record.headers))
             if whole is not None:
                 result = PageResult.model_validate_json(whole)
-                found[result.result_id] = result
+                if result.result_id == wanted or result.result_id not in taken:
+                    found[result.result_id] = result
 
 
 class Dispatcher:

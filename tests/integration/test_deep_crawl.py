@@ -197,8 +197,7 @@ async def test_three_workers_keep_the_host_limit(topics, collector, start_worker
     """A job with 3 workers in the group: at no instant are more than CRAWL_MAX_PAGES_PER_HOST
     (4, the default) pages of the site in flight (the site records its concurrency)."""
     async with serve_graph(delay_ms=100) as slow:
-        for name in ("x", "y", "z"):
-            await start_worker(name, **_allow(slow))
+        await asyncio.gather(*(start_worker(name, **_allow(slow)) for name in ("x", "y", "z")))
         seeds = [slow.url("/")]
         crawl = {"max_depth": 3, "max_pages": 60}
         await produce(topics, [_request("limited", seeds, **crawl)])

@@ -79,16 +79,25 @@ async def until(condition, deadline_s: float) -> None:
             await asyncio.sleep(0.2)
 
 
+STATIC = {"CRAWL_STATIC_MEMBERSHIP": "true"}
+"""The killed worker is started again as the same static member (`group.instance.id`): it
+takes its partitions back at once, where a survivor would wait for the dead member's 30 s
+session timeout. A new process resumes the crawl either way, which is what the webhooks must
+survive; a survivor's takeover is test_worker_flow's and test_deep_crawl's."""
+
+
 async def test_every_event_arrives_signed_and_in_order_after_a_gateway_and_a_worker_die(
     topics: Topics, start_worker, collector, site: TestSite, tmp_path
 ):
     """started, one page per document, completed: each signature verifies, although the
-    gateway and the worker running the crawl were killed during it."""
+    gateway and the worker running the crawl were killed during it (the worker is started
+    again under its name)."""
     async with receiving() as receiver:
         allowed = f"127.0.0.1:{site.port},127.0.0.1:{receiver.port}"
         env = topics.env(CRAWL_ALLOWED_HOSTS=allowed, CRAWL_WEBHOOK_SECRET=SECRET)
         workers = {
-            name: await start_worker(name, CRAWL_ALLOWED_HOSTS=allowed) for name in ("w1", "w2")
+            name: await start_worker(name, CRAWL_ALLOWED_HOSTS=allowed, **STATIC)
+            for name in ("w1", "w2")
         }
         await wait_for_group(topics, 2)
         dispatcher = DispatcherProcess(env, tmp_path / "d1.log", "d1")
@@ -109,6 +118,9 @@ async def test_every_event_arrives_signed_and_in_order_after_a_gateway_and_a_wor
             await first.kill()
             [owner] = {e.worker for e in collector.seen.events_of(started.id)}
             await workers[owner].kill()
+            again = await start_worker(
+                f"{owner}-again", CRAWL_WORKER_NAME=owner, CRAWL_ALLOWED_HOSTS=allowed, **STATIC
+            )
             await second.start()
             done = lambda: any(b["type"] == "crawl.completed" for b in receiver.bodies())  # noqa: E731
             await until(done, 240)
@@ -126,7 +138,10 @@ async def test_every_event_arrives_signed_and_in_order_after_a_gateway_and_a_wor
     page_events = [b for b in events if b["type"] == "crawl.page"]
     urls = {b["data"][0]["metadata"]["sourceURL"] for b in page_events}
     assert len(urls) == len(page_events) == job.completed == 40
+    # a page event repeated after the worker's death is delivered again with its document
+    assert all(b["data"] for b in receiver.bodies() if b["type"] == "crawl.page")
     assert all(b["id"] == started.id and b["metadata"] == {"order": "42"} for b in events)
+    assert any(e.get("event") == "crawl.resumed" for e in again.events())  # it went on there
 
 
 @pytest.mark.parametrize("target", ["http://10.1.2.3/hook", "http://127.0.0.1:9/hook"])

@@ -9,6 +9,7 @@ once under 3 workers, a 48-URL request came from one worker only, roles did not 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections import Counter, defaultdict
 
@@ -67,8 +68,9 @@ async def test_three_workers_hold_the_per_host_limit_at_the_site(topics, collect
     limit alone: 12 at once."""
     async with serve_graph(delay_ms=300) as slow:
         allow = {"CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{slow.port}"}
-        for name in ("x", "y", "z"):
-            await start_worker(name, CRAWL_WORKER_NAME=name, **allow)
+        await asyncio.gather(
+            *(start_worker(name, CRAWL_WORKER_NAME=name, **allow) for name in ("x", "y", "z"))
+        )
         await wait_for_group(topics, members=3)
         requests = {
             f"polite-{i}": [slow.url(f"/p/{i * 10 + j}") for j in range(10)] for i in range(12)
@@ -86,8 +88,9 @@ async def test_a_big_requests_pages_come_from_every_worker(topics, collector, st
     """One request of 48 URLs over 12 hosts: its pages are rendered by all three workers
     (one coordinator runs it; the fetchers own the hosts), each URL has one result."""
     async with _hosts() as (sites, allow):
-        for name in ("a", "b", "c"):
-            await start_worker(name, CRAWL_WORKER_NAME=name, **allow)
+        await asyncio.gather(
+            *(start_worker(name, CRAWL_WORKER_NAME=name, **allow) for name in ("a", "b", "c"))
+        )
         await wait_for_group(topics, members=3)  # both groups: each fetcher owns hosts
         urls = [site.url(f"/slow/big-{i}?ms=300") for i in range(4) for site in sites]
         await produce(topics, [_request("big", urls)])
@@ -110,10 +113,13 @@ async def test_killing_a_coordinator_and_a_fetcher_loses_nothing(topics, collect
     their result_id) and counts that cover every page."""
     async with _hosts(8) as (sites, allow):
         roles = {"c1": "coordinator", "c2": "coordinator", "f1": "fetcher", "f2": "fetcher"}
-        workers = {
-            name: await start_worker(name, CRAWL_WORKER_NAME=name, CRAWL_ROLE=role, **allow)
-            for name, role in roles.items()
-        }
+        started = await asyncio.gather(
+            *(
+                start_worker(name, CRAWL_WORKER_NAME=name, CRAWL_ROLE=role, **allow)
+                for name, role in roles.items()
+            )
+        )
+        workers = dict(zip(roles, started, strict=True))
         requests = {
             f"kill-{i}": [site.url(f"/slow/kill-{i}-{j}?ms=1000") for j, site in enumerate(sites)]
             for i in range(8)
@@ -166,8 +172,9 @@ async def test_a_deep_crawl_over_three_workers_returns_the_reference_set(
     """The coordinator folds links in admission order whichever fetcher renders a page: the
     result URLs equal the reference BFS's, the budget is exact."""
     allow = {"CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{graph_site.port}"}
-    for name in ("d1", "d2", "d3"):
-        await start_worker(name, CRAWL_WORKER_NAME=name, **allow)
+    await asyncio.gather(
+        *(start_worker(name, CRAWL_WORKER_NAME=name, **allow) for name in ("d1", "d2", "d3"))
+    )
     await wait_for_group(topics, members=3)
     seeds = [graph_site.url("/")]
     crawl = {"max_depth": 3, "max_pages": 120}

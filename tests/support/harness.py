@@ -153,7 +153,9 @@ class WorkerProcess:
         self.preexec = preexec
         self.command = tuple(command)
         self.ready_event = ready_event
-        self.env = os.environ | env | {"CRAWL_WORKER_NAME": name}
+        # `name` names the log and is the default worker name; a `CRAWL_WORKER_NAME` in `env`
+        # wins (a static member restarted under a new log name keeps its group.instance.id)
+        self.env = os.environ | {"CRAWL_WORKER_NAME": name} | env
         self.log_path = log_path
         self.name = name
         self.process: asyncio.subprocess.Process | None = None
