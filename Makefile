@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PARALLEL ?= -n 2 --dist loadfile
+PARALLEL ?= -n 3 --dist loadfile
 
 .PHONY: setup demo test lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep bench-group clean
 
