@@ -287,9 +287,9 @@ class RecordConsumer:
         loop = asyncio.get_running_loop()
         next_commit = next_lag = loop.time()
         while not self._stopping.is_set():
-            held = self._apply_backpressure()
-            readable = self._consumer.assignment() - held
             room = self._fetch_room()
+            held = self._apply_backpressure(room)
+            readable = self._consumer.assignment() - held
             if room > 0 and (readable or not held):
                 wait_ms = POLL_TIMEOUT_MS if not held else int(HELD_POLL_S * 1000)
                 batch = await self._consumer.getmany(
@@ -376,12 +376,12 @@ class RecordConsumer:
             owned.set()
         return owned
 
-    def _apply_backpressure(self) -> set[TopicPartition]:
-        """The partitions not to read now (all when full or the gate says pause; those read
-        too far ahead of their oldest unfinished record); those held for `HOLD_S` are paused
-        in the client, the others resumed."""
+    def _apply_backpressure(self, room: int) -> set[TopicPartition]:
+        """The partitions not to read now (all when there is no `room` or the gate says
+        pause; those read too far ahead of their oldest unfinished record); those held for
+        `HOLD_S` are paused in the client, the others resumed."""
         assigned = self._consumer.assignment()
-        full = self.in_flight >= self._spec.max_in_flight or self._fetch_room() <= 0
+        full = room <= 0  # `_fetch_room` is no more than the in-flight bound leaves
         gate_pauses = self._should_pause()  # asked each time: it keeps its own hysteresis
         pause_all = full or gate_pauses
         limit = self._spec.run_ahead
