@@ -54,14 +54,16 @@ from typing import Final
 
 import aiohttp
 from _common import ROOT, Stopwatch
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from harness import Collector, Topics, WorkerProcess, collecting
 from hostsite import HostSite, host_address, serve_hosts
 
 from service.broker import LocalBroker
 from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, dump_request
+from service.messaging.reader import PartitionSpan
 from service.messaging.topics import ensure_topics, partition_for
 from service.settings import Settings
+from service.worker.placement import Placement
 
 PARTITIONS: Final = 12
 """Request, page and output partitions (the service's defaults)."""
@@ -231,6 +233,7 @@ async def measure(
             "CRAWL_PAGE_PARTITIONS": partitions,
             "CRAWL_ROLE": "all",
             "CRAWL_LOG_LEVEL": "info",
+            "CRAWL_HOST_PLACEMENT": args.placement,
         },
     )
     await ensure_topics(
@@ -260,6 +263,7 @@ async def measure(
                 if name == "d" and replicas != max(args.counts):
                     continue
                 figures.append(await run_scenario(name, replicas, topics, site, collector, args))
+        PLACED[replicas] = await placed(topics) if args.placement == "directory" else {}
     finally:
         for worker in workers:
             with contextlib.suppress(Exception):
@@ -285,9 +289,34 @@ async def produce_all(topics: Topics, requests: list[CrawlRequest]) -> None:
         await producer.stop()
 
 
-def host_spread(hosts: int) -> list[int]:
-    """Hosts per page partition (the page key is the host name), most loaded first."""
-    counts = Counter(partition_for(host_address(n), PARTITIONS) for n in range(hosts))
+PLACED: dict[int, dict[str, int]] = {}
+"""Replica count -> the host directory as its run left it (page key -> partition)."""
+
+
+async def placed(topics: Topics) -> dict[str, int]:
+    """The host directory's placements (the first record of each key)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=topics.bootstrap)
+    await consumer.start()
+    try:
+        span = await PartitionSpan.seek(consumer, [TopicPartition(topics.hosts, 0)])
+        found: dict[str, int] = {}
+        async for record in span.records():
+            partition = Placement.model_validate_json(record.value).partition
+            found.setdefault(record.key.decode(), partition)
+        return found
+    finally:
+        await consumer.stop()
+
+
+def host_spread(hosts: int, placements: dict[str, int] | None) -> list[int]:
+    """Hosts per page partition (the page key is the host name), most loaded first: as the
+    directory placed them, or (`--placement hash`) as they hash."""
+    names = [host_address(n) for n in range(hosts)]
+    counts = Counter(
+        placements[name] if placements else partition_for(name, PARTITIONS)
+        for name in names
+        if not placements or name in placements
+    )
     return sorted((counts.get(p, 0) for p in range(PARTITIONS)), reverse=True)
 
 
@@ -298,8 +327,10 @@ def report(args: argparse.Namespace, figures: list[Figures], started: str) -> No
     print(f"(b) {args.b_requests} requests (uuid4) x {args.b_urls} pages of {args.b_ms} ms", end="")
     print(f" over {args.b_hosts} hosts")
     print(f"(c) deep crawl, max_pages {args.c_pages}, {args.c_hosts} hosts, {args.c_ms} ms pages")
+    placements = PLACED.get(max(args.counts))
+    how = f"placed by the directory, {max(args.counts)} workers" if placements else "hashed"
     for name, hosts in (("a", args.a_hosts), ("b", args.b_hosts), ("c", args.c_hosts)):
-        print(f"    hosts per page partition ({name}): {host_spread(hosts)}")
+        print(f"    hosts per page partition ({name}, {how}): {host_spread(hosts, placements)}")
     print(
         f"{'':<4}{'replicas':>9}{'pages':>7}{'seconds':>9}{'pages/s':>9}{'x one':>7}"
         f"{'host peak':>10}  pages per worker"
@@ -329,6 +360,7 @@ def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--replicas", default="1,2,3")
     parser.add_argument("--scenarios", default="abcd")
+    parser.add_argument("--placement", choices=("directory", "hash"), default="directory")
     for name, value in (
         ("a-urls", 100),
         ("a-hosts", 25),

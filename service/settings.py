@@ -117,6 +117,16 @@ class Settings(BaseSettings):
     """Hosts (or domains, by `CRAWL_PAGE_KEY`) spread on purpose over several fetchers, as a
     JSON object from host to shard count (e.g. `{"docs.example.com": 4}`): a page goes to
     one shard by its URL, and each shard applies the per-host limit alone. Default: 1."""
+    host_placement: Literal["directory", "hash"] = "directory"
+    """How a page key gets its page partition: `directory`, the least-loaded partition when a
+    coordinator first meets it, recorded in `CRAWL_HOSTS_TOPIC` (the first record wins, so
+    every coordinator agrees), which spreads hosts evenly over the fetchers; or `hash`, the
+    key's murmur2 hash (no directory; a few hosts hash unevenly: 12 hosts over 12 partitions
+    left 5, 4 and 3 hosts to three fetchers)."""
+    hosts_topic: str = "crawl.hosts"
+    """Compacted topic of the host directory (`CRAWL_HOST_PLACEMENT=directory`), one
+    partition, keyed by page key: the page partition each key was placed on. Every
+    coordinator reads all of it."""
     dispatch_window: int = Field(default=16, ge=1)
     """Pages of one run and one host dispatched to the fetchers and unfinished at once; the
     run's other pages of that host wait at its coordinator, so no page partition holds a

@@ -68,9 +68,14 @@ class Outbox:
         headers: Headers | None = None,
         *,
         chunk_id: str | None = None,
+        partition: int | None = None,
     ) -> None:
-        """Send `value` (chunked when `chunk_id` is given and it is large); do not wait."""
-        for message in self._publisher.messages(topic, key, value, headers, chunk_id=chunk_id):
+        """Send `value` (chunked when `chunk_id` is given and it is large) to `partition`, or
+        its key's; do not wait."""
+        messages = self._publisher.messages(
+            topic, key, value, headers, chunk_id=chunk_id, partition=partition
+        )
+        for message in messages:
             entry = _Entry(message)
             self._entries.append(entry)
             await self._send(entry)

@@ -33,6 +33,8 @@ class Message:
     key: bytes | None
     value: bytes
     headers: chunks.Headers = field(default_factory=list)
+    partition: int | None = None
+    """Where it goes; None: the partition of its key (murmur2, as Java's producers)."""
 
 
 class Publisher:
@@ -80,6 +82,7 @@ class Publisher:
         headers: chunks.Headers | None = None,
         *,
         chunk_id: str | None = None,
+        partition: int | None = None,
     ) -> list[Message]:
         """The message (or, with `chunk_id`, the chunks) that carry `value`, in order."""
         raw_key = key.encode() if isinstance(key, str) else key
@@ -89,7 +92,13 @@ class Publisher:
             else [(value, [])]
         )
         return [
-            Message(topic, raw_key, part, chunks.with_chunk_headers(headers or [], chunk_headers))
+            Message(
+                topic,
+                raw_key,
+                part,
+                chunks.with_chunk_headers(headers or [], chunk_headers),
+                partition,
+            )
             for part, chunk_headers in parts
         ]
 
@@ -100,7 +109,11 @@ class Publisher:
         """
         return await asyncio.wait_for(
             self._producer.send(
-                message.topic, message.value, key=message.key, headers=message.headers
+                message.topic,
+                message.value,
+                key=message.key,
+                headers=message.headers,
+                partition=message.partition,
             ),
             self._timeout_s,
         )

@@ -33,6 +33,10 @@ _FINE: Final = frozenset({0, TopicAlreadyExistsError.errno})
 """No error, or another replica created the topic first: both are what we wanted."""
 
 
+HOSTS_COMPACTION_LAG_MS: Final = 24 * 3600 * 1000
+"""The host directory's `min.compaction.lag.ms` (see `topic_configs`)."""
+
+
 def wanted_topics(settings: Settings) -> dict[str, int]:
     """Topic name -> partition count."""
     outputs = (
@@ -47,6 +51,7 @@ def wanted_topics(settings: Settings) -> dict[str, int]:
         | {
             settings.frontier_topic: settings.requests_partitions,  # co-partitioned
             settings.pages_topic: settings.page_partitions,
+            settings.hosts_topic: 1,  # one log, so its first record of a key is everyone's
         }
     )
 
@@ -79,6 +84,11 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     configs = {"max.message.bytes": str(settings.max_message_bytes + 4096)}
     if name == settings.control_topic:
         configs["cleanup.policy"] = "compact"
+    if name == settings.hosts_topic:
+        # Compacted, but a record stays at least a day: long enough for a reader that sees
+        # a placement contradicting an earlier one to write the earlier one again (it wins).
+        configs["cleanup.policy"] = "compact"
+        configs["min.compaction.lag.ms"] = str(HOSTS_COMPACTION_LAG_MS)
     if name == settings.frontier_topic:
         configs["retention.ms"] = str(int(settings.frontier_retention.total_seconds() * 1000))
     return configs

@@ -28,18 +28,14 @@ from service.messaging.dead_letter import send_dead_letter
 from service.messaging.failures import PublishError, root_cause
 from service.messaging.offsets import Verdict
 from service.messaging.publisher import Publisher
-from service.messaging.topics import (
-    check_copartitioned,
-    ensure_topics,
-    partition_for,
-    ready_partitions,
-)
+from service.messaging.topics import check_copartitioned, ensure_topics, ready_partitions
 from service.net.policy import UrlPolicy
 from service.paths import PageRenderer
 from service.worker.deps import CoordinatorDeps, FetcherDeps
 from service.worker.fetcher import Fetcher, LocalLane
 from service.worker.intake import parse_request
 from service.worker.outputs import RunOutputs
+from service.worker.placement import Hashed, HostDirectory
 from service.worker.run import Run
 from service.worker.scheduler import PageScheduler, SlotLimits
 
@@ -53,6 +49,7 @@ if TYPE_CHECKING:
     from service.metrics import Metrics
     from service.settings import Settings
     from service.worker.pages import RunContexts
+    from service.worker.placement import PagePartitions
 
 log = get_logger(__name__)
 
@@ -106,22 +103,27 @@ class Worker:
                 ControlReader(settings, self._cancels(), self._metrics)
             )
             tail: FrontierTail | None = None
+            placement: PagePartitions | None = None
+            publisher: Publisher | None = None
             if self._coordinates:
                 tail = await stack.enter_async_context(FrontierTail(settings))
                 tail.set_partitions(counts[settings.frontier_topic])
-            lane: LocalLane | None = None
-            if self._fetches:
-                fetcher, lane = await self._fetcher_role(
-                    stack, proxy, policy, refusals, robots_source, control, tail, counts
-                )
-                self._consumers.append(fetcher)
-            if tail is not None:
                 # Each role has its own producer: aiokafka sends one produce request per
                 # broker at a time, so the fetcher's results would otherwise queue behind
                 # the coordinator's tasks and events (and each page waits for two acks).
+                publisher = await stack.enter_async_context(Publisher(settings))
+                placement = await self._placement(stack, publisher, counts)
+            lane: LocalLane | None = None
+            if self._fetches:
+                fetcher, lane = await self._fetcher_role(
+                    stack, proxy, policy, refusals, robots_source, control, tail, placement
+                )
+                self._consumers.append(fetcher)
+            if tail is not None and publisher is not None and placement is not None:
                 self._coordinator = CoordinatorDeps(
                     settings=settings,
-                    publisher=await stack.enter_async_context(Publisher(settings)),
+                    publisher=publisher,
+                    placement=placement,
                     metrics=self._metrics,
                     control=control,
                     tail=tail,
@@ -168,7 +170,7 @@ class Worker:
         robots_source: HttpRobotsSource,
         control: ControlReader,
         tail: FrontierTail | None,
-        counts: dict[str, int],
+        placement: PagePartitions | None,
     ) -> tuple[RecordConsumer, LocalLane | None]:
         """The browser, the page slots and the pages consumer; with a coordinator in this
         process, the lane its tasks take to this fetcher."""
@@ -215,15 +217,24 @@ class Worker:
         fetcher = Fetcher(self._fetcher, self._active, consumer, local_tail=tail)
         handlers.append(fetcher)
         self._fetcher_contexts = fetcher.contexts
-        if tail is None or not settings.local_pages:
+        if tail is None or placement is None or not settings.local_pages:
             return consumer, None
-        partitions = counts[settings.pages_topic]
         lane = LocalLane(
             fetcher,
-            owns=lambda key: _lane_may_take(consumer, partition_for(key, partitions)),
+            owns=lambda key: _lane_may_take(consumer, placement.partition(key)),
             paused=lambda: gate.paused,
         )
         return consumer, lane
+
+    async def _placement(
+        self, stack: contextlib.AsyncExitStack, publisher: Publisher, counts: dict[str, int]
+    ) -> PagePartitions:
+        """Where this coordinator sends each page key (`CRAWL_HOST_PLACEMENT`)."""
+        settings = self._settings
+        partitions = counts[settings.pages_topic]
+        if settings.host_placement == "hash":
+            return Hashed(partitions)
+        return await stack.enter_async_context(HostDirectory(settings, publisher, partitions))
 
     async def _memory_gate(self, stack: contextlib.AsyncExitStack) -> MemoryGate:
         """The sampler feeds the gate, which applies the governor's decisions."""
@@ -398,8 +409,10 @@ def _following(tail: FrontierTail) -> Callable[[set[TopicPartition]], Awaitable[
     return follow
 
 
-def _lane_may_take(consumer: RecordConsumer, partition: int) -> bool:
-    """This fetcher owns `partition`, and no record of it waits on the topic: a task of
-    the local lane never goes before another coordinator's task for the same hosts (those
-    go through the topic, in order)."""
-    return consumer.owns(partition) and not consumer.has_waiting(partition)
+def _lane_may_take(consumer: RecordConsumer, partition: int | None) -> bool:
+    """This fetcher owns `partition` (placed: not None), and no record of it waits on the
+    topic: a task of the local lane never goes before another coordinator's task for the
+    same hosts (those go through the topic, in order)."""
+    return (
+        partition is not None and consumer.owns(partition) and not consumer.has_waiting(partition)
+    )

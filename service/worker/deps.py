@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from service.net.policy import UrlPolicy
     from service.paths import PageRenderer
     from service.settings import Settings
+    from service.worker.placement import PagePartitions
     from service.worker.scheduler import PageScheduler
 
 
@@ -53,6 +54,8 @@ class CoordinatorDeps:
 
     settings: Settings
     publisher: Publisher
+    placement: PagePartitions
+    """The page partition of each page key (the host directory, `placement.py`)."""
     metrics: Metrics
     control: ControlReader
     """The cancels read from the control topic."""

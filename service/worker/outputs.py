@@ -124,9 +124,12 @@ class RunOutputs:
         result_id = result_id_for(self.request_id, url)
         await self.event(kind, url=url, result_id=result_id, detail=error_code)
 
-    async def dispatch(self, task: PageTask, key: str) -> None:
-        """Put a page task on the pages topic, keyed by its host (do not wait)."""
-        await self._outbox.put(self._settings.pages_topic, key, dump(task), JSON_HEADERS)
+    async def dispatch(self, task: PageTask, key: str, partition: int | None) -> None:
+        """Put a page task on the pages topic, keyed by its host, on its host's partition
+        (do not wait)."""
+        await self._outbox.put(
+            self._settings.pages_topic, key, dump(task), JSON_HEADERS, partition=partition
+        )
 
     def count(self, outcome: str) -> None:
         """Count a page an earlier run of the job finished (a deep crawl taken over)."""

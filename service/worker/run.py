@@ -304,6 +304,7 @@ class Run:
     async def _dispatch(self) -> None:
         """Dispatch the waiting pages the window allows, in order; once the broker has
         them, log which (so a next coordinator waits for them instead of re-sending)."""
+        await self._deps.placement.place(self._queues)  # a new host gets its partition
         local, batch = self._next_batch()
         if not local and not batch:
             return
@@ -322,7 +323,7 @@ class Run:
             return
         async with self._deps.dispatching:
             for task, key in batch:
-                await self._outputs.dispatch(task, key)
+                await self._outputs.dispatch(task, key, self._deps.placement.partition(key))
         sent = [task.url for task, _ in batch]
         await self._outputs.acknowledged()
         await self._outputs.frontier(self._record("dispatched", links=tuple(sent)))

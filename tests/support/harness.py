@@ -94,6 +94,10 @@ class Topics:
     def pages(self) -> str:
         return f"{self.prefix}.pages"
 
+    @property
+    def hosts(self) -> str:
+        return f"{self.prefix}.hosts"
+
     def env(self, **overrides: str) -> dict[str, str]:
         base = {
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
@@ -104,6 +108,7 @@ class Topics:
             "CRAWL_CONTROL_TOPIC": self.control,
             "CRAWL_FRONTIER_TOPIC": self.frontier,
             "CRAWL_PAGES_TOPIC": self.pages,
+            "CRAWL_HOSTS_TOPIC": self.hosts,
             "CRAWL_GROUP_ID": f"{self.prefix}-group",
             "CRAWL_FETCHER_GROUP_ID": f"{self.prefix}-fetchers",
             "CRAWL_PAGE_PARTITIONS": "4",
@@ -126,6 +131,7 @@ class Topics:
             "control_topic": self.control,
             "frontier_topic": self.frontier,
             "pages_topic": self.pages,
+            "hosts_topic": self.hosts,
             "group_id": env["CRAWL_GROUP_ID"],
             "fetcher_group_id": env["CRAWL_FETCHER_GROUP_ID"],
             "page_partitions": 4,
@@ -332,6 +338,7 @@ async def wait_for_leaders(topics: Topics, partitions: int = 4) -> None:
         topics.control,
         topics.frontier,
         topics.pages,
+        topics.hosts,
     )
     try:
         await client.bootstrap()
@@ -341,7 +348,8 @@ async def wait_for_leaders(topics: Topics, partitions: int = 4) -> None:
                 found = [
                     (name, p) for name in names for p in cluster.partitions_for_topic(name) or ()
                 ]
-                ready = len(found) == partitions * len(names) and all(
+                wanted = partitions * (len(names) - 1) + 1  # the host directory has one
+                ready = len(found) == wanted and all(
                     (cluster.leader_for_partition(TopicPartition(*tp)) or -1) >= 0 for tp in found
                 )
                 if ready:

@@ -31,6 +31,7 @@ from service.metrics import Metrics
 from service.paths import HostRenderMemory, PageRenderer
 from service.settings import Settings
 from service.worker.deps import CoordinatorDeps, FetcherDeps
+from service.worker.placement import Hashed
 from service.worker.scheduler import FixedGate, PageScheduler, SlotLimits
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ class PublisherProtocol(Protocol):
         headers: Headers | None = None,
         *,
         chunk_id: str | None = None,
+        partition: int | None = None,
     ) -> list[Message]: ...
 
     async def send(self, message: Message) -> Delivery: ...
@@ -92,10 +94,12 @@ class InMemoryPublisher:
         self.listeners: list[Callable[[Message], None]] = []
         """Told of each message the broker took, as a subscriber of its topic would be."""
 
-    def messages(self, topic, key, value, headers=None, *, chunk_id=None) -> list[Message]:
+    def messages(
+        self, topic, key, value, headers=None, *, chunk_id=None, partition=None
+    ) -> list[Message]:
         del chunk_id  # one message per value here
         raw_key = key.encode() if isinstance(key, str) else key
-        return [Message(topic, raw_key, value, list(headers or []))]
+        return [Message(topic, raw_key, value, list(headers or []), partition)]
 
     async def send(self, message: Message) -> Delivery:
         self.sends[message.value] += 1
@@ -319,9 +323,11 @@ def coordinator_deps(
     """A coordinator's dependencies: Kafka (publisher, control, frontier tail and log) and
     the sitemap source in memory."""
     tail = tail or InMemoryTail()
+    settings = settings or Settings(worker_name="unit")
     return CoordinatorDeps(
-        settings=settings or Settings(worker_name="unit"),
+        settings=settings,
         publisher=publisher or InMemoryPublisher(),  # type: ignore[arg-type]
+        placement=Hashed(settings.page_partitions),
         metrics=metrics or Metrics(CollectorRegistry()),
         control=control or FakeControl(),  # type: ignore[arg-type]
         tail=tail,  # type: ignore[arg-type]

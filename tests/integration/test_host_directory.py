@@ -1,0 +1,98 @@
+"""The host directory on a real broker: coordinators that place the same new hosts at once
+agree on every one, hosts spread evenly, a directory started later reads the same, and a
+last record that contradicts the first is written again so compaction keeps the first.
+
+Real broker, no worker: `HostDirectory` instances with publishers of their own, as three
+coordinators would have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from service.messaging.publisher import Publisher
+from service.messaging.reader import PartitionSpan
+from service.messaging.topics import ensure_topics
+from service.worker.placement import HostDirectory, Placement
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 12
+HOSTS = [f"127.0.0.{n}:8080" for n in range(2, 27)]
+
+
+@contextlib.asynccontextmanager
+async def _directory(settings):
+    async with (
+        Publisher(settings) as publisher,
+        HostDirectory(settings, publisher, PARTITIONS) as directory,
+    ):
+        yield directory
+
+
+async def _records(settings) -> list[tuple[str, int]]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await consumer.start()
+    try:
+        span = await PartitionSpan.seek(consumer, [TopicPartition(settings.hosts_topic, 0)])
+        return [
+            (record.key.decode(), Placement.model_validate_json(record.value).partition)
+            async for record in span.records()
+        ]
+    finally:
+        await consumer.stop()
+
+
+async def test_coordinators_placing_the_same_hosts_at_once_agree_and_spread_them(topics):
+    settings = topics.settings()
+    await ensure_topics(settings)
+    async with (
+        _directory(settings) as one,
+        _directory(settings) as two,
+        _directory(settings) as three,
+    ):
+        await asyncio.gather(
+            one.place(HOSTS), two.place(list(reversed(HOSTS))), three.place(HOSTS[5:] + HOSTS[:5])
+        )
+        placed = [{host: d.partition(host) for host in HOSTS} for d in (one, two, three)]
+    assert None not in placed[0].values()
+    assert placed[0] == placed[1] == placed[2]
+    async with _directory(settings) as later:
+        assert {host: later.partition(host) for host in HOSTS} == placed[0]
+        assert later.placements.spread() == one.placements.spread()
+    records = await _records(settings)
+    first: dict[str, int] = {}
+    for key, partition in records:
+        first.setdefault(key, partition)
+    assert first == placed[0]  # what every directory follows is the log's first record
+
+
+async def test_hosts_placed_one_after_another_spread_evenly_over_the_partitions(topics):
+    settings = topics.settings()
+    await ensure_topics(settings)
+    async with _directory(settings) as directory:
+        for host in HOSTS:
+            await directory.place([host])
+        spread = directory.placements.spread()
+    assert sorted(spread) == [2] * 11 + [3]
+
+
+async def test_a_contradicting_last_record_is_followed_by_the_first_again(topics):
+    """Compaction keeps a key's last record: a reader that sees the last contradict the
+    first writes the first again, so a directory read after compaction agrees."""
+    settings = topics.settings()
+    await ensure_topics(settings)
+    async with Publisher(settings) as publisher:
+        for partition in (5, 9):
+            value = Placement(partition=partition).model_dump_json().encode()
+            await publisher.send_and_wait(settings.hosts_topic, "a.test:80", value)
+    async with _directory(settings) as directory:
+        assert directory.partition("a.test:80") == 5
+        async with asyncio.timeout(30):
+            while (await _records(settings))[-1] != ("a.test:80", 5):
+                await asyncio.sleep(0.1)
+    assert [p for key, p in await _records(settings) if key == "a.test:80"][:2] == [5, 9]

@@ -1,0 +1,70 @@
+"""The host directory's fold (pure): the first record of a key wins, new keys go to the
+least-loaded partition, a last record that contradicts the first is written again."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from service.messaging.topics import partition_for
+from service.worker.placement import Placements
+
+
+def test_the_first_record_of_a_key_wins_and_a_later_one_moves_nothing():
+    placements = Placements(12)
+    assert placements.take("a.test", 3)
+    assert placements.take("a.test", 7)
+    assert placements.get("a.test") == 3
+    assert placements.spread()[3] == 1
+    assert placements.spread()[7] == 0
+
+
+def test_a_contradicting_last_record_is_reported_once_with_the_first_partition():
+    placements = Placements(4)
+    placements.take("a.test", 1)
+    placements.take("a.test", 2)  # a second coordinator's proposal, written later
+    assert placements.contradicted() == {"a.test": 1}
+    assert placements.contradicted() == {}
+
+
+def test_a_rewrite_of_the_first_clears_the_contradiction():
+    placements = Placements(4)
+    placements.take("a.test", 1)
+    placements.take("a.test", 2)
+    placements.take("a.test", 1)  # someone wrote the first again: compaction keeps it
+    assert placements.contradicted() == {}
+
+
+def test_a_record_naming_a_partition_the_topic_lacks_is_ignored():
+    """A directory left from a larger pages topic: the key is placed again."""
+    placements = Placements(4)
+    assert not placements.take("a.test", 9)
+    assert placements.get("a.test") is None
+    assert placements.choose(["a.test"]) == {"a.test": 0}
+
+
+def test_new_keys_fill_the_least_loaded_partitions_in_turn():
+    placements = Placements(12)
+    hosts = [f"127.0.0.{n}:8000" for n in range(2, 27)]
+    chosen = placements.choose(hosts)
+    for host, partition in chosen.items():
+        placements.take(host, partition)
+    assert sorted(Counter(chosen.values()).values()) == [2] * 11 + [3]
+    assert max(placements.spread()) - min(placements.spread()) == 1
+
+
+def test_the_directory_spreads_hosts_that_the_hash_piles_up():
+    """The scaling bench's 25 hosts: hashed, some partition holds 4 or more; placed, at most 3."""
+    hosts = [f"127.0.0.{n}" for n in range(2, 27)]
+    hashed = Counter(partition_for(host, 12) for host in hosts)
+    placed = Counter(Placements(12).choose(hosts).values())
+    assert max(hashed.values()) >= 4
+    assert max(placed.values()) == 3
+
+
+def test_choose_skips_keys_already_placed_and_repeated_keys():
+    placements = Placements(3)
+    placements.take("a.test", 0)
+    assert placements.choose(["a.test", "b.test", "b.test", "c.test"]) == {
+        "b.test": 1,
+        "c.test": 2,
+    }
