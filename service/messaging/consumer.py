@@ -166,6 +166,7 @@ class RecordConsumer:
         should_pause: Callable[[], bool] = lambda: False,
         intake_room: Callable[[], int] | None = None,
         spec: ConsumerSpec | None = None,
+        full: Callable[[int], bool] = lambda _: False,
     ) -> None:
         self._settings = settings
         self._spec = spec or ConsumerSpec.requests(settings, metrics)
@@ -173,6 +174,9 @@ class RecordConsumer:
         self._metrics = metrics
         self._should_pause = should_pause
         self._intake_room = intake_room
+        self._full = full
+        """Says of a partition (its number) that it has enough taken and waiting: it is
+        read no further for now, and the others are (the fetcher's per-partition queue)."""
         self._tracker = OffsetTracker(settings.max_deliveries)
         self._charges = 0
         self._charges_committed = 0
@@ -385,7 +389,11 @@ class RecordConsumer:
         gate_pauses = self._should_pause()  # asked each time: it keeps its own hysteresis
         pause_all = full or gate_pauses
         limit = self._spec.run_ahead
-        held = {tp for tp in assigned if pause_all or self._tracker.run_ahead(tp) >= limit}
+        held = {
+            tp
+            for tp in assigned
+            if pause_all or self._tracker.run_ahead(tp) >= limit or self._full(tp.partition)
+        }
         wanted = self._holds.update(held)
         paused = self._consumer.paused()
         if wanted - paused:

@@ -213,6 +213,10 @@ class Worker:
             should_pause=gate.should_pause,
             intake_room=lambda: max(settings.max_queued_pages - scheduler.intake_backlog, 0),
             spec=ConsumerSpec.pages(settings, self._metrics),
+            # A partition with a slot's worth of pages waiting (its hosts at their limit,
+            # or slots busy) is read no further, so it does not fill the whole backlog and
+            # keep the other partitions' hosts from the free slots.
+            full=lambda partition: handlers[0].queued(partition) >= settings.max_page_slots,
         )
         fetcher = Fetcher(self._fetcher, self._active, consumer, local_tail=tail)
         handlers.append(fetcher)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Final, Protocol
 
 import structlog
@@ -66,9 +67,18 @@ class Deliveries(Protocol):
 class _Charge:
     """A page's delivery counts against its record only while the page renders."""
 
-    def __init__(self, deliveries: Deliveries, record: ConsumerRecord[bytes, bytes]) -> None:
+    def __init__(
+        self,
+        deliveries: Deliveries,
+        record: ConsumerRecord[bytes, bytes],
+        on_slot: Callable[[], None],
+    ) -> None:
         self._deliveries = deliveries
         self._record = record
+        self._on_slot = on_slot
+
+    def started(self) -> None:
+        self._on_slot()
 
     async def begin(self) -> None:
         await self._deliveries.charge(self._record)
@@ -79,6 +89,9 @@ class _Charge:
 
 class _NoCharge:
     """A local page has no record to count its render against."""
+
+    def started(self) -> None:
+        return None
 
     async def begin(self) -> None:
         return None
@@ -141,15 +154,35 @@ class LocalLane:
 class _Backlog:
     """A taken page in the scheduler's count until it has its content (not while its
     result is published: on a busy broker that takes as long as an HTTP page renders, and
-    intake paused on pages that only waited for acknowledgements)."""
+    intake paused on pages that only waited for acknowledgements); a page record's also in
+    its partition's queue until it gets a slot."""
 
-    def __init__(self, scheduler: PageScheduler, on_leave: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        scheduler: PageScheduler,
+        on_leave: Callable[[], None],
+        queues: Counter[int] | None = None,
+        partition: int = -1,
+    ) -> None:
         self._scheduler = scheduler
         self._on_leave = on_leave
         self._in = True
         scheduler.accept(1)
+        self._queues = queues
+        self._partition = partition
+        if queues is not None:
+            queues[partition] += 1
+
+    def rendering(self) -> None:
+        """The page got a slot: out of its partition's queue (once)."""
+        if self._queues is not None:
+            self._queues[self._partition] -= 1
+            if self._queues[self._partition] <= 0:
+                del self._queues[self._partition]
+            self._queues = None
 
     def leave(self) -> None:
+        self.rendering()
         if self._in:
             self._in = False
             self._scheduler.finished(1)
@@ -193,13 +226,17 @@ class Fetcher:
         self.settings = deps.settings
         self._leaving: list[asyncio.Future[None]] = []
         """Waiting for a page to leave the backlog (`backlog_left`)."""
+        self._queues: Counter[int] = Counter()
+        """Page records of each partition taken and waiting for a slot (`queued`)."""
         self._stage = PageStage(deps, self.contexts, HostPacer())
 
     async def handle(
         self, record: ConsumerRecord[bytes, bytes], delivery: Delivery, owned: asyncio.Event
     ) -> None:
         """Take one page record to its end: an answered page or a dead letter."""
-        backlog = _Backlog(self._deps.scheduler, self._left)  # before any await: polls see it
+        backlog = _Backlog(  # before any await: polls see it
+            self._deps.scheduler, self._left, self._queues, record.partition
+        )
         try:
             await self._handle(record, delivery, owned, backlog)
         except Exception as exc:  # the record's error boundary
@@ -237,8 +274,13 @@ class Fetcher:
                 log.error("page.poison", deliveries=delivery.count)
                 await self._answer(task, owned, backlog, failed(ErrorCode.POISON, message))
             else:
-                charge = _Charge(self._deliveries, record)
+                charge = _Charge(self._deliveries, record, backlog.rendering)
                 await self._answer(task, owned, backlog, charge=charge, taken_at=record.timestamp)
+
+    def queued(self, partition: int) -> int:
+        """Page records of `partition` taken here and waiting for a slot (its host may be at
+        its limit: they wait however many slots are free)."""
+        return self._queues.get(partition, 0)
 
     def backlog_left(self) -> asyncio.Future[None]:
         """Done when a page leaves the backlog (its content is there) and this is the

@@ -48,8 +48,10 @@ run's `last` page hands it back at once."""
 
 
 class Rendering(Protocol):
-    """Counts a page's delivery against it while it renders (`CRAWL_MAX_DELIVERIES`)."""
+    """Counts a page's delivery against it while it renders (`CRAWL_MAX_DELIVERIES`), and
+    hears when it got its slot (it no longer waits in its partition's queue)."""
 
+    def started(self) -> None: ...
     async def begin(self) -> None: ...
     def end(self) -> None: ...
 
@@ -307,6 +309,7 @@ class PageStage:
             # before that commit returns gives its slot back at once: it can no longer
             # kill the worker, and the slot must not wait for the broker (on a busy broker
             # a commit takes longer than an HTTP page).
+            charge.started()
             self._charge_beside(charge)
             try:
                 return await self._render(task, host, deadline.attempt_s())

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 from inmemory import FakeSite
-from pipeline import SOURCE, Pipeline
+from pipeline import FIRST_DELIVERY, SOURCE, Pipeline
 from waiting import until
 
-from service.contracts import CrawlOptions, ErrorCode, FrontierRecord, PageTask, utc_now
+from service.contracts import CrawlOptions, ErrorCode, FrontierRecord, PageTask, dump, utc_now
 from service.messaging.offsets import Delivery, Verdict
 
 if TYPE_CHECKING:
@@ -173,3 +173,30 @@ async def test_a_page_waiting_for_its_result_to_be_acknowledged_is_no_backlog(ha
 async def _resolve_when(event: asyncio.Event, future: asyncio.Future[None]) -> None:
     await event.wait()
     future.set_result(None)
+
+
+async def test_page_records_waiting_for_a_slot_count_in_their_partitions_queue(hanging):
+    """Six records of one host, which renders at most four pages at once: two wait in their
+    partition's queue (`queued`, which holds the partition once a slot's worth wait) however
+    many slots are free; as pages end, the waiting ones get slots and leave the queue."""
+    pipeline, _ = hanging
+    per_host = pipeline.settings.max_pages_per_host
+    deadline_at = utc_now() + timedelta(seconds=2)
+    records = [
+        pipeline.record("site.test", dump(_task(f"{URL}{n}", deadline_at=deadline_at)))
+        for n in range(per_host + 2)
+    ]
+    partition = records[0].partition
+    pages = [
+        asyncio.create_task(pipeline.fetcher.handle(record, FIRST_DELIVERY, pipeline.owned))
+        for record in records
+    ]
+    await until(lambda: pipeline.scheduler.in_flight == per_host)
+    await until(lambda: pipeline.fetcher.queued(partition) <= 2)  # their renders began
+    assert pipeline.fetcher.queued(partition) == 2  # no more than the host's limit started
+    assert pipeline.scheduler.in_flight == per_host
+    assert pipeline.fetcher.queued(partition + 1) == 0
+    async with asyncio.timeout(5.0):
+        await asyncio.gather(*pages)  # each stopped at its deadline
+    assert pipeline.fetcher.queued(partition) == 0
+    assert len(pipeline.collected().results_of("r")) == len(records)
