@@ -23,15 +23,17 @@ async def create(settings: Settings) -> int:
     counts = await ready_partitions(settings)
     for name, partitions in counts.items():
         state = "created" if name in created else "exists"
-        print(f"{name}\t{partitions} partitions\t{state}")  # noqa: T201
+        plural = "" if partitions == 1 else "s"
+        print(f"{name}\t{partitions} partition{plural}\t{state}")  # noqa: T201
     check_copartitioned(settings, counts)
     return 0
 
 
 async def partition(settings: Settings, key: str) -> int:
     """Print the partition of each topic keyed by request_id that messages keyed `key` are
-    on (not the pages topic: it is keyed by host)."""
+    on (not the pages topic or the host directory: they are keyed by host)."""
+    by_host = {settings.pages_topic, settings.hosts_topic}
     for name, partitions in (await ready_partitions(settings)).items():
-        if name != settings.pages_topic:
+        if name not in by_host:
             print(f"{name}\t{partition_for(key, partitions)}")  # noqa: T201
     return 0

@@ -171,12 +171,18 @@ async def test_topics_create_makes_the_topics_a_producer_can_write_at_once(kafka
         topics.control,
         topics.frontier,
     ]
-    assert first.lines == [f"{name}\t4 partitions\tcreated" for name in [*names, topics.pages]]
+    assert first.lines == [
+        *(f"{name}\t4 partitions\tcreated" for name in [*names, topics.pages]),
+        f"{topics.hosts}\t1 partition\tcreated",
+    ]
     produce = f"echo 'r-1|{{}}' | {kcat} -P -b {kafka} -t {topics.requests} -K '|'"
     produced = await run(produce, {}, tmp_path)
     assert produced.returncode == 0, produced.stderr
     again = await run(f"{crawlstream} create", topics.env(CRAWL_OUTPUT_PARTITIONS="6"), REPO)
-    assert again.lines == [f"{name}\t4 partitions\texists" for name in [*names, topics.pages]]
+    assert again.lines == [
+        *(f"{name}\t4 partitions\texists" for name in [*names, topics.pages]),
+        f"{topics.hosts}\t1 partition\texists",
+    ]
     where = await run(f"{crawlstream} partition r-1", topics.env(), REPO)
     assert where.lines == [f"{name}\t{(0x7FFFFFFF & murmur2(b'r-1')) % 4}" for name in names]
 
