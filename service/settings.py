@@ -121,8 +121,8 @@ class Settings(BaseSettings):
     """How a page key gets its page partition: `directory`, the least-loaded partition when a
     coordinator first meets it, recorded in `CRAWL_HOSTS_TOPIC` (the first record wins, so
     every coordinator agrees), which spreads hosts evenly over the fetchers; or `hash`, the
-    key's murmur2 hash (no directory; a few hosts hash unevenly: 12 hosts over 12 partitions
-    left 5, 4 and 3 hosts to three fetchers)."""
+    key's murmur2 hash (no directory; a few hosts hash unevenly: 25 hosts went 5, 4, 4, 2, 2,
+    2, 2, 1, 1, 1, 1, 0 over 12 partitions). Every coordinator must use the same."""
     hosts_topic: str = "crawl.hosts"
     """Compacted topic of the host directory (`CRAWL_HOST_PLACEMENT=directory`), one
     partition, keyed by page key: the page partition each key was placed on. Every
