@@ -254,7 +254,9 @@ class HostDirectory:
                 self._take(record)
         contradicted = self._placements.contradicted()
         if contradicted:
-            log.warning("hosts.contradicted", keys=sorted(contradicted))
+            # Two coordinators placed a new key at once (normal when several start together):
+            # the first record is followed; writing it again keeps it past compaction.
+            log.info("hosts.contradicted", keys=sorted(contradicted))
             for key, value in _values(contradicted).items():
                 await self._publisher.send(*self._publisher.messages(self._topic, key, value))
         for tp in self._partitions:
