@@ -189,6 +189,15 @@ class _Backlog:
             self._on_leave()
 
 
+class _Told:
+    """Whether the coordinator in this process has been given the page's outcome."""
+
+    __slots__ = ("coordinator",)
+
+    def __init__(self) -> None:
+        self.coordinator = False
+
+
 class _PageStop:
     """A page rendering here that a cancel or its run's deadline stops."""
 
@@ -306,11 +315,14 @@ class Fetcher:
         return asyncio.create_task(self._local(task, owned, backlog))
 
     async def _local(self, task: PageTask, owned: asyncio.Event, backlog: _Backlog) -> None:
+        told = _Told()
         try:
             with structlog.contextvars.bound_contextvars(url=task.url, local=True):
-                await self._answer(task, owned, backlog, charge=_NO_CHARGE)
+                await self._answer(task, owned, backlog, charge=_NO_CHARGE, told=told)
         except Exception as exc:  # the local page's error boundary: its run gets an answer
             log.exception("page.crashed", error=repr(exc))
+            if told.coordinator:  # its result is out and counted: no second, contradicting one
+                return
             content = failed(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
             await self._answer(task, owned, backlog, content)
         finally:
@@ -325,6 +337,7 @@ class Fetcher:
         *,
         charge: Rendering = _NO_CHARGE,
         taken_at: int | None = None,
+        told: _Told | None = None,
     ) -> None:
         """Render the task (unless `content` is given), then publish its answer."""
         started = time.monotonic()
@@ -334,7 +347,7 @@ class Fetcher:
         result = self._stage.result(task, content, started)
         rendered = time.monotonic()
         self._deps.metrics.page_seconds.observe(rendered - started)
-        await self._publish(task, result, content, owned)
+        await self._publish(task, result, content, owned, told or _Told())
         log.debug(
             "page.timing",
             taken_ms=None
@@ -384,7 +397,12 @@ class Fetcher:
         return Stop.deadline(min(budget_ms / 1000, ceiling_s))
 
     async def _publish(
-        self, task: PageTask, result: PageResult, content: PageContent, owned: asyncio.Event
+        self,
+        task: PageTask,
+        result: PageResult,
+        content: PageContent,
+        owned: asyncio.Event,
+        told: _Told,
     ) -> None:
         """The result, acknowledged; then the page record its coordinator counts."""
         settings = self._deps.settings
@@ -420,6 +438,7 @@ class Fetcher:
             # were this process to die before the record below is, both roles die with it,
             # and the next owners render the page again (same result_id).
             self._local_tail.offer(record)
+            told.coordinator = True
         await outbox.put(
             settings.frontier_topic,
             task.request_id,

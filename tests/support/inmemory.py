@@ -292,6 +292,12 @@ class InMemoryTail:
     def subscribed(self, request_id: str) -> int:
         return len(self._subscribers.get(request_id, []))
 
+    def offer(self, record: FrontierRecord) -> None:
+        """A record the fetcher of this process hands its coordinator before the broker has
+        it (role `all`); the copy written later comes through `append`."""
+        for deliver in list(self._subscribers.get(record.request_id, [])):
+            deliver(record)
+
     def append(self, record: FrontierRecord) -> None:
         self.records.append(record)
         for deliver in list(self._subscribers.get(record.request_id, [])):

@@ -91,7 +91,12 @@ class Pipeline:
         """Page records whose render began (the fetcher charged their delivery)."""
         self.uncharged: list[Record] = []
         """Page records whose render ended (the fetcher relieved their delivery)."""
-        self.fetcher = Fetcher(self.fetcher_deps, self.active, _Deliveries(self))
+        self.fetcher = Fetcher(
+            self.fetcher_deps,
+            self.active,
+            _Deliveries(self),
+            local_tail=self.tail if local is not None else None,  # type: ignore[arg-type]
+        )
         self.lane: LocalLane | None = None
         """With `local` (which page keys this process's fetcher owns): the coordinator
         hands those pages to the fetcher directly, as in a worker of role `all`."""

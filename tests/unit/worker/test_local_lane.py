@@ -133,3 +133,29 @@ async def test_a_cancelled_run_stops_its_lane_pages(made):
     await until(lambda: sorted(site.closed) == sorted(urls))
     assert pipeline.tasks == []
     assert pipeline.collected().results_of("r") == []
+
+
+async def test_a_lane_page_failing_after_its_outcome_was_counted_gets_no_second_result(made):
+    """The page record of a lane page cannot be published (a fatal error) after its result
+    was and its run counted it: the error is logged, and no `internal` result contradicts
+    the page's `ok` one (before, the lane's error boundary published a second result)."""
+    pipeline = _pipeline(made, FakeSite(), owns=lambda key: key == "a.test")
+    send = pipeline.publisher.send
+    failed_once: list[bytes] = []
+
+    async def page_records_fail_once(message):
+        frontier = message.topic == pipeline.settings.frontier_topic
+        if frontier and b'"kind":"page"' in message.value and not failed_once:
+            failed_once.append(message.value)
+            raise ValueError("no such record can be written")
+        return await send(message)
+
+    pipeline.publisher.send = page_records_fail_once  # type: ignore[method-assign]
+    await pipeline.execute(pipeline.run(_request("r", ["http://a.test/p/1"])))
+
+    seen = pipeline.collected()
+    assert failed_once
+    [result] = seen.results_of("r")
+    assert result.ok
+    [terminal] = seen.terminal("r")
+    assert (terminal.type, terminal.succeeded, terminal.failed) == (EventType.COMPLETED, 1, 0)
