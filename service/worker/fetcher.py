@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import time
 from collections import Counter
 from typing import TYPE_CHECKING, Final, Protocol
@@ -55,6 +56,10 @@ log = get_logger(__name__)
 ROOM_RECHECK_S: Final = 0.2
 """How long a run waiting for room in this process's fetcher waits before looking again
 when no page left the backlog (the memory gate may have let more in meanwhile)."""
+
+
+STALE_WAITERS: Final = 64
+"""Waiters for room kept before those that gave up are dropped from the heap."""
 
 
 class Deliveries(Protocol):
@@ -132,11 +137,12 @@ class LocalLane:
         backlog = self._fetcher.scheduler.intake_backlog
         return max(self._fetcher.settings.max_queued_pages - backlog, 0)
 
-    async def room_opened(self) -> None:
-        """Return when a page left the backlog, or after `ROOM_RECHECK_S` (memory may
+    async def room_opened(self, priority: int) -> None:
+        """Return when a page left the backlog and this run is the oldest waiting (lowest
+        `priority`: its request record's timestamp), or after `ROOM_RECHECK_S` (memory may
         allow more meanwhile)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._fetcher.backlog_left(), ROOM_RECHECK_S)
+            await asyncio.wait_for(self._fetcher.backlog_left(priority), ROOM_RECHECK_S)
 
     def start(self, task: PageTask, owned: asyncio.Event) -> asyncio.Task[None]:
         page = self._fetcher.start_local(task, owned)
@@ -233,8 +239,9 @@ class Fetcher:
         self.contexts = RunContexts(deps.pool)
         self.scheduler = deps.scheduler
         self.settings = deps.settings
-        self._leaving: list[asyncio.Future[None]] = []
-        """Waiting for a page to leave the backlog (`backlog_left`)."""
+        self._leaving: list[tuple[int, int, asyncio.Future[None]]] = []
+        """Waiting for a page to leave the backlog (`backlog_left`): a heap by priority."""
+        self._asked = 0
         self._queues: Counter[int] = Counter()
         """Page records of each partition taken and waiting for a slot (`queued`)."""
         self._stage = PageStage(deps, self.contexts, HostPacer())
@@ -291,16 +298,24 @@ class Fetcher:
         its limit: they wait however many slots are free)."""
         return self._queues.get(partition, 0)
 
-    def backlog_left(self) -> asyncio.Future[None]:
-        """Done when a page leaves the backlog (its content is there) and this is the
-        longest waiting of those asking: one page's room wakes one run, oldest first."""
+    def backlog_left(self, priority: int = 0) -> asyncio.Future[None]:
+        """Done when a page leaves the backlog (its content is there) and this is the oldest
+        run of those asking (lowest `priority`, then the first to ask): one page's room
+        wakes one run, so the oldest runs go on and finish first, as the page slots serve
+        them, instead of every run taking turns (each would hold a browser context the
+        while: 14 contexts for 30 requests against 7, and runs stalled until their
+        context's linger ran out)."""
         left: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._leaving = [*(f for f in self._leaving if not f.done()), left]
+        self._asked += 1
+        if len(self._leaving) >= STALE_WAITERS:  # those that gave up (timed out) are dropped
+            self._leaving = [entry for entry in self._leaving if not entry[2].done()]
+            heapq.heapify(self._leaving)
+        heapq.heappush(self._leaving, (priority, self._asked, left))
         return left
 
     def _left(self) -> None:
         while self._leaving:
-            left = self._leaving.pop(0)
+            _, _, left = heapq.heappop(self._leaving)
             if not left.done():
                 left.set_result(None)
                 return

@@ -214,11 +214,14 @@ class PageStage:
 
     async def content(self, task: PageTask, *, charge: Rendering) -> PageContent:
         structlog.contextvars.bind_contextvars(url=task.url, run_id=task.run_id)
-        content = await self._check_policy(task.url) or await self._check_robots(task)
-        if content is not None:
-            return content
+        # Held from here, not after the checks: the run's `last` page ending while this one
+        # is still in its policy or robots check would hand the context back, and this page
+        # would open another (13 contexts for 30 requests where 8 did).
         self._contexts.hold(task.run_id, last=task.last)
         try:
+            content = await self._check_policy(task.url) or await self._check_robots(task)
+            if content is not None:
+                return content
             return await self._fetch_with_retries(task, charge)
         finally:
             self._contexts.release(task.run_id)

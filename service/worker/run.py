@@ -238,7 +238,7 @@ class Run:
         lane = self._deps.local
         if not self._lane_full or lane is None:
             return []
-        return [asyncio.create_task(lane.room_opened())]
+        return [asyncio.create_task(lane.room_opened(self._priority))]
 
     async def _stopping(self, stop: Stop) -> None:
         """Pages never dispatched get the stop's results here; dispatched ones are stopped

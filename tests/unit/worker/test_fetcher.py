@@ -200,3 +200,21 @@ async def test_page_records_waiting_for_a_slot_count_in_their_partitions_queue(h
         await asyncio.gather(*pages)  # each stopped at its deadline
     assert pipeline.fetcher.queued(partition) == 0
     assert len(pipeline.collected().results_of("r")) == len(records)
+
+
+async def test_room_in_the_backlog_goes_to_the_oldest_run_waiting_first(hanging):
+    """Runs waiting for room in this process's fetcher (the local lane) are woken one per
+    page that leaves the backlog, oldest request first, whoever asked first: before, the
+    first to ask went first, so every run took turns and held a browser context the while."""
+    pipeline, _ = hanging
+    newer = pipeline.fetcher.backlog_left(priority=300)
+    oldest = pipeline.fetcher.backlog_left(priority=100)
+    older = pipeline.fetcher.backlog_left(priority=200)
+
+    await pipeline.page(_task("http://site.test/a"))
+    assert oldest.done()
+    assert not older.done()
+    assert not newer.done()
+    await pipeline.page(_task("http://site.test/b"))
+    assert older.done()
+    assert not newer.done()
