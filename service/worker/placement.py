@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from service.backoff import backoff_s
 from service.errors import BrokerUnavailableError
 from service.logs import get_logger
 from service.messaging.kafka_config import client_options
@@ -43,6 +44,10 @@ log = get_logger(__name__)
 
 POLL_TIMEOUT_MS: Final = 100
 """How long one poll of the directory waits; the broker answers at once when records come."""
+
+RETRY_BASE_S: Final = 0.5
+RETRY_MAX_S: Final = 30.0
+"""Backoff between two tries of a placement the broker did not take (full jitter)."""
 
 LOOP_RETRY_S: Final = 1.0
 """Pause after an unexpected error of a poll before the next one (a bug must not spin)."""
@@ -204,14 +209,24 @@ class HostDirectory:
 
     async def place(self, keys: Iterable[str]) -> None:
         """Place each new key of `keys`: write a proposal per key, wait until the directory
-        is read past them, then every key has its first record's partition."""
+        is read past them, then every key has its first record's partition. Broker trouble
+        is waited out (proposing again is harmless: the first record wins), as every other
+        write of a run is; the run's cancel or deadline still stops it."""
         wanted = [key for key in keys if self._placements.get(key) is None]
         if not wanted:
             return
         async with self._placing:
-            chosen = self._placements.choose(wanted)
-            if chosen:
-                await self._write(chosen)
+            attempt = 0
+            while chosen := self._placements.choose(wanted):
+                try:
+                    await self._write(chosen)
+                except BrokerUnavailableError as exc:
+                    wait_s = backoff_s(attempt, base_s=RETRY_BASE_S, max_s=RETRY_MAX_S)
+                    log.warning("hosts.place_retrying", error=str(exc), wait_s=wait_s)
+                    await asyncio.sleep(wait_s)
+                    attempt += 1
+                else:
+                    return
 
     async def _write(self, placements: dict[str, int]) -> None:
         try:

@@ -3,10 +3,13 @@ least-loaded partition, a last record that contradicts the first is written agai
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
+from service.errors import BrokerUnavailableError
 from service.messaging.topics import partition_for
-from service.worker.placement import Placements
+from service.settings import Settings
+from service.worker.placement import HostDirectory, Placements
 
 
 def test_the_first_record_of_a_key_wins_and_a_later_one_moves_nothing():
@@ -68,3 +71,25 @@ def test_choose_skips_keys_already_placed_and_repeated_keys():
         "b.test": 1,
         "c.test": 2,
     }
+
+
+async def test_a_placement_the_broker_did_not_take_is_tried_again():
+    """Broker trouble while a new host is placed is waited out, as every other write of a
+    run is; before, the run failed with `internal`."""
+    settings = Settings(worker_name="unit")
+    directory = HostDirectory(settings, publisher=None, partitions=4)  # type: ignore[arg-type]
+    tries: list[dict[str, int]] = []
+
+    async def write(chosen: dict[str, int]) -> None:
+        tries.append(chosen)
+        if len(tries) == 1:
+            raise BrokerUnavailableError("the broker is away")
+        for key, partition in chosen.items():  # read back: the first record of each
+            directory.placements.take(key, partition)
+
+    directory._write = write  # type: ignore[method-assign]  # noqa: SLF001
+    async with asyncio.timeout(5):
+        await directory.place(["a.test", "b.test"])
+    assert tries == [{"a.test": 0, "b.test": 1}] * 2
+    assert (directory.partition("a.test"), directory.partition("b.test")) == (0, 1)
+    await directory._consumer.stop()  # noqa: SLF001  # never started; closes its client
