@@ -66,6 +66,12 @@ class Metrics:
             "1 while the fetcher has paused all its page partitions (memory or backlog).",
             registry=r,
         )
+        self.page_partitions_held = Gauge(
+            "crawl_page_partitions_held",
+            "Page partitions the fetcher does not read now: a slot's worth of their records "
+            "wait, they are read as far ahead as they may be, or intake is paused.",
+            registry=r,
+        )
         self.page_pauses = Counter(
             "crawl_page_consumer_pauses_total", "Times the fetcher paused intake.", registry=r
         )

@@ -94,6 +94,8 @@ class ConsumerSpec:
     `charge`, when the part that may kill the worker begins)."""
     on_assigned: Callable[[set[TopicPartition]], Awaitable[None]] | None = None
     """Called with the whole assignment after each rebalance, before any record of it runs."""
+    held: Gauge | None = None
+    """Partitions not read now (full, read far enough ahead, or everything paused)."""
 
     @classmethod
     def requests(
@@ -136,6 +138,7 @@ class ConsumerSpec:
             rebalances=metrics.page_rebalances,
             skipped=metrics.page_records_skipped,
             charge_on_delivery=False,
+            held=metrics.page_partitions_held,
         )
 
 
@@ -394,6 +397,8 @@ class RecordConsumer:
             for tp in assigned
             if pause_all or self._tracker.run_ahead(tp) >= limit or self._full(tp.partition)
         }
+        if self._spec.held is not None:
+            self._spec.held.set(len(held))
         wanted = self._holds.update(held)
         paused = self._consumer.paused()
         if wanted - paused:
