@@ -173,12 +173,14 @@ class HostDirectory:
             await asyncio.wait_for(self._consumer.start(), self._timeout_s)
             self._partitions = [TopicPartition(self._topic, 0)]
             self._consumer.assign(self._partitions)
-            await asyncio.wait_for(
-                self._consumer.seek_to_beginning(*self._partitions), self._timeout_s
+            starts = await asyncio.wait_for(
+                self._consumer.beginning_offsets(self._partitions), self._timeout_s
             )
             ends = await asyncio.wait_for(
                 self._consumer.end_offsets(self._partitions), self._timeout_s
             )
+            for tp, start in starts.items():
+                self._consumer.seek(tp, start)  # not seek_to_beginning: it races the reset
         except (KafkaError, TimeoutError, OSError) as exc:
             await self._consumer.stop()
             raise BrokerUnavailableError(f"cannot read the host directory: {exc}") from exc
@@ -255,7 +257,7 @@ class HostDirectory:
         while True:
             try:
                 await self._poll()
-            except KafkaError as exc:  # loop boundary: the directory keeps being read
+            except (KafkaError, TimeoutError) as exc:  # loop boundary: it keeps being read
                 log.warning("hosts.poll_failed", error=repr(exc))
                 await asyncio.sleep(POLL_TIMEOUT_MS / 1000)
             except Exception:  # loop boundary: a bug must not stop placements
@@ -275,7 +277,9 @@ class HostDirectory:
             for key, value in _values(contradicted).items():
                 await self._publisher.send(*self._publisher.messages(self._topic, key, value))
         for tp in self._partitions:
-            self._positions[tp] = await self._consumer.position(tp)
+            self._positions[tp] = await asyncio.wait_for(
+                self._consumer.position(tp), self._timeout_s
+            )
         async with self._progress:
             self._progress.notify_all()
 

@@ -24,6 +24,10 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 12
 HOSTS = [f"127.0.0.{n}:8080" for n in range(2, 27)]
 
+PLACE_DEADLINE_S = 90.0
+"""A placement waits out broker trouble; here that is a failure, not a wait of the test's
+whole timeout."""
+
 
 @contextlib.asynccontextmanager
 async def _directory(settings):
@@ -55,9 +59,12 @@ async def test_coordinators_placing_the_same_hosts_at_once_agree_and_spread_them
         _directory(settings) as two,
         _directory(settings) as three,
     ):
-        await asyncio.gather(
-            one.place(HOSTS), two.place(list(reversed(HOSTS))), three.place(HOSTS[5:] + HOSTS[:5])
-        )
+        async with asyncio.timeout(PLACE_DEADLINE_S):
+            await asyncio.gather(
+                one.place(HOSTS),
+                two.place(list(reversed(HOSTS))),
+                three.place(HOSTS[5:] + HOSTS[:5]),
+            )
         placed = [{host: d.partition(host) for host in HOSTS} for d in (one, two, three)]
     assert None not in placed[0].values()
     assert placed[0] == placed[1] == placed[2]
@@ -75,8 +82,9 @@ async def test_hosts_placed_one_after_another_spread_evenly_over_the_partitions(
     settings = topics.settings()
     await ensure_topics(settings)
     async with _directory(settings) as directory:
-        for host in HOSTS:
-            await directory.place([host])
+        async with asyncio.timeout(PLACE_DEADLINE_S):
+            for host in HOSTS:
+                await directory.place([host])
         spread = directory.placements.spread()
     assert sorted(spread) == [2] * 11 + [3]
 
