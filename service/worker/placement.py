@@ -163,6 +163,8 @@ class HostDirectory:
         once would each propose it)."""
         self._task: asyncio.Task[None] | None = None
         self._skipped = 0
+        self.rewrites = 0
+        """First records written again because a later one contradicted them."""
 
     @property
     def placements(self) -> Placements:
@@ -276,6 +278,7 @@ class HostDirectory:
             log.info("hosts.contradicted", keys=sorted(contradicted))
             for key, value in _values(contradicted).items():
                 await self._publisher.send(*self._publisher.messages(self._topic, key, value))
+                self.rewrites += 1
         for tp in self._partitions:
             self._positions[tp] = await asyncio.wait_for(
                 self._consumer.position(tp), self._timeout_s
