@@ -174,7 +174,7 @@ async def test_a_killed_owner_loses_nothing(topics, collector, start_worker):
         await collector.wait_until(
             lambda seen: len(seen.results_of("killed")) >= 25, deadline_s=DEADLINE_S
         )
-        owner = collector.seen.results_of("killed")[0].worker
+        owner = collector.seen.events_of("killed")[0].worker  # its coordinator sends events
         await workers[owner].kill()
         await collector.wait_until(lambda seen: _ended(seen, ["killed"]), deadline_s=DEADLINE_S)
 
@@ -324,7 +324,7 @@ async def test_a_split_sitemap_record_is_replayed_by_the_next_owner(
         return sum(r.url != seeds[0] for r in seen.results_of("split-sitemap")) >= 2
 
     await collector.wait_until(sitemap_pages_done, deadline_s=DEADLINE_S)
-    owner = collector.seen.results_of("split-sitemap")[0].worker
+    owner = collector.seen.events_of("split-sitemap")[0].worker  # the coordinator, not a fetcher
     await workers[owner].kill()
     survivor = next(w for name, w in workers.items() if name != owner)
     resumed = await survivor.wait_for_log("crawl.resumed", deadline_s=DEADLINE_S)
