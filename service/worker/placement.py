@@ -162,6 +162,7 @@ class HostDirectory:
         """One batch of proposals at a time in this process (runs meeting one new host at
         once would each propose it)."""
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
         self._skipped = 0
         self.rewrites = 0
         """First records written again because a later one contradicted them."""
@@ -202,10 +203,11 @@ class HostDirectory:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._closing = True  # the loop also stops by itself: a cancel can be swallowed
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(self._task, self._timeout_s)
         await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
 
     def partition(self, key: str) -> int | None:
@@ -256,7 +258,7 @@ class HostDirectory:
             raise BrokerUnavailableError("the host directory was not read in time") from exc
 
     async def _loop(self) -> None:
-        while True:
+        while not self._closing:
             try:
                 await self._poll()
             except (KafkaError, TimeoutError) as exc:  # loop boundary: it keeps being read
