@@ -34,9 +34,9 @@ SAMPLE_INTERVAL_S = 0.25
 """Seconds between two samples: well under the time a page takes to grow by its cost."""
 
 TREE_REFRESH_S = 1.0
-"""Seconds between two walks of the process tree's PSS. Reading `smaps_rollup` makes the
-kernel walk each Chromium process's page tables, which costs about 40 CPU ms per walk here;
-the cgroup's counters, read on every sample, are cheap."""
+"""Seconds between two looks at the process tree's memory (`_proctree.TreeMemory`: its PSS
+is read again when it may have grown enough to matter); the cgroup's counters, read on
+every sample, are cheap."""
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 """Where the cgroup hierarchies are mounted."""
@@ -78,12 +78,16 @@ class MemoryProbe:
         self._proc_root = proc_root
         self._clock = clock
         self._tree: tuple[float, int] | None = None
+        self._tree_reader = _proctree.TreeMemory(proc_root, self._root_pid, clock=clock)
+        self._headroom: int | None = None
+        """The last snapshot's headroom: how much growth the tree's reading may lag by."""
 
     def sample(self) -> MemorySnapshot:
         cgroup = self._memory_cgroup
         reading = None if cgroup is None else cgroup.read()
         tree = self._tree_memory()
         budget = self._budget(reading, tree)
+        self._headroom = budget.headroom_bytes
         return MemorySnapshot(
             limit_bytes=budget.limit_bytes,
             working_set_bytes=budget.working_set_bytes,
@@ -98,7 +102,7 @@ class MemoryProbe:
     def _tree_memory(self) -> int:
         now = self._clock()
         if self._tree is None or now - self._tree[0] >= TREE_REFRESH_S:
-            self._tree = (now, _proctree.tree_memory(self._proc_root, self._root_pid))
+            self._tree = (now, self._tree_reader.read(self._headroom))
         return self._tree[1]
 
     @cached_property

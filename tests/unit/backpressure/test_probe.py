@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from service.backpressure import LimitSource, MemoryProbe, MemorySampler, MemorySnapshot
-from service.backpressure._proctree import process_memory, tree_pids
+from service.backpressure._proctree import TreeMemory, process_memory, tree_pids
 from service.errors import ConfigurationError
 
 MIB = 1 << 20
@@ -288,6 +288,35 @@ def test_the_process_tree_holds_descendants_only(proc):
     assert sorted(tree_pids(proc, WORKER)) == [WORKER, 101, 102, 103]
     assert process_memory(proc, 103) == 4000 * KIB
     assert process_memory(proc, 999) == 0
+
+
+def _grow_anonymous(proc: Path, pid: int, kib: int) -> None:
+    write(proc / str(pid) / "status", f"Name:\tchrome\nVmRSS:\t{kib} kB\nRssAnon:\t{kib} kB\n")
+
+
+def test_tree_memory_reads_pss_again_when_due_or_grown_by_a_share_of_the_headroom(proc):
+    """Between PSS readings the figure stays the last reading; a new reading comes after
+    `walk_s`, or once the tree's anonymous RSS grew by more than an eighth of the headroom
+    (256 MiB at most), so near the limit every look reads PSS."""
+    now = [0.0]
+    tree = TreeMemory(proc, WORKER, walk_s=5.0, clock=lambda: now[0])
+    assert tree.read(headroom_bytes=None) == TREE_BYTES
+    add_process(proc, 104, 101, 2 * KIB)  # PSS 2 MiB, RSS 8 MiB: grown by 8 MiB
+    now[0] = 1.0
+    assert tree.read(headroom_bytes=8 * 100 * MIB) == TREE_BYTES  # 8 MiB < 100 MiB: stale
+    assert tree.walks == 1
+    now[0] = 2.0
+    assert tree.read(headroom_bytes=8 * 4 * MIB) == TREE_BYTES + 2 * MIB  # 8 MiB >= 4 MiB
+    _grow_anonymous(proc, 101, 4 * 100 * KIB + 200 * KIB)  # far from the limit: 200 MiB
+    now[0] = 3.0
+    assert tree.read(headroom_bytes=20 * 1024 * MIB) == TREE_BYTES + 2 * MIB
+    _grow_anonymous(proc, 101, 4 * 100 * KIB + 300 * KIB)  # 300 MiB > 256 MiB: read again
+    assert tree.read(headroom_bytes=20 * 1024 * MIB) == TREE_BYTES + 2 * MIB  # its PSS: same
+    assert tree.walks == 3
+    shutil.rmtree(proc / "102")
+    now[0] = 8.0  # due
+    assert tree.read(headroom_bytes=20 * 1024 * MIB) == TREE_BYTES + 2 * MIB - 20 * MIB
+    assert tree.walks == 4
 
 
 def test_snapshot_arithmetic_and_overload():
