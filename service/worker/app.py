@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from service.messaging.offsets import Delivery
     from service.metrics import Metrics
     from service.settings import Settings
-    from service.worker.pages import RunContexts
     from service.worker.placement import PagePartitions
 
 log = get_logger(__name__)
@@ -66,7 +65,7 @@ class Worker:
         self._consumers: list[RecordConsumer] = []
         self._coordinator: CoordinatorDeps | None = None
         self._fetcher: FetcherDeps | None = None
-        self._fetcher_contexts: RunContexts | None = None
+        self._fetcher_handler: Fetcher | None = None
         """The fetcher's run contexts, closed when the worker stops."""
         self._requests: RecordConsumer | None = None
         """The coordinator's consumer (its runs relieve their records through it)."""
@@ -157,8 +156,8 @@ class Worker:
             await asyncio.gather(*(consumer.run() for consumer in self._consumers))
             if lane is not None:
                 await lane.close()
-            if self._fetcher_contexts is not None:
-                await self._fetcher_contexts.close_all()
+            if self._fetcher_handler is not None:
+                await self._fetcher_handler.close()
         log.info("worker.stopped", worker=settings.worker_name)
 
     async def _fetcher_role(
@@ -220,7 +219,7 @@ class Worker:
         )
         fetcher = Fetcher(self._fetcher, self._active, consumer, local_tail=tail)
         handlers.append(fetcher)
-        self._fetcher_contexts = fetcher.contexts
+        self._fetcher_handler = fetcher
         if tail is None or placement is None or not settings.local_pages:
             return consumer, None
         lane = LocalLane(

@@ -109,6 +109,8 @@ class Run:
         self._lane_full = False
         """Pages of keys this process's fetcher owns wait for room in its backlog."""
         self._local: set[asyncio.Task[None]] = set()
+        self._went_local = False
+        """A page of this run took the local lane (its record is written with others')."""
         """Pages of this run rendering in this process's fetcher (`CoordinatorDeps.local`),
         cancelled if the run is (its partition moved: the next owner renders them)."""
         self._marks: dict[str, float] = {}
@@ -318,6 +320,7 @@ class Run:
             for task, _ in local:
                 page = lane.start(task, self._owned)
                 self._local.add(page)
+                self._went_local = True
                 page.add_done_callback(self._local.discard)
         if not batch:
             return
@@ -454,6 +457,9 @@ class Run:
         )
 
     async def _finish(self, kind: EventType, detail: str | None) -> None:
+        lane = self._deps.local
+        if self._went_local and lane is not None:
+            await lane.recorded()  # the frontier records before the terminal event
         self._outputs.total = len(self._plan.admitted)
         await self._outputs.event(kind, detail=detail)
         await self._outputs.acknowledged()

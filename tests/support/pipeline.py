@@ -185,7 +185,7 @@ class Pipeline:
         await asyncio.gather(*self._handling, return_exceptions=True)
         if self.lane is not None:
             await self.lane.close()
-        await self.fetcher.contexts.close_all()
+        await self.fetcher.close()
 
     def answered(self, url: str) -> bool:
         """A fetcher wrote the `page` record of `url` (any run)."""

@@ -11,11 +11,13 @@ import asyncio
 from typing import TYPE_CHECKING
 
 import pytest
-from inmemory import FakeSite
-from pipeline import Pipeline
+from inmemory import FakeSite, InMemoryPublisher
+from pipeline import SOURCE, Pipeline
+from structlog.testing import capture_logs
 from waiting import until
 
-from service.contracts import CrawlOptions, CrawlRequest, EventType
+from service.contracts import CrawlOptions, CrawlRequest, EventType, FrontierRecord
+from service.worker.fetcher import LANE_RECORDS_BATCH, LaneRecords
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -59,7 +61,13 @@ async def test_pages_of_hosts_this_fetcher_owns_skip_the_pages_topic(made):
     assert (terminal.succeeded, terminal.failed) == (8, 0)
     assert sorted(r.url for r in seen.results_of("r")) == sorted(mine + theirs)
     assert [t.url for t in pipeline.tasks] == theirs
+    # The lane's records go several at a time, and all before the run's terminal event
+    # (a reader of the frontier topic that saw it, as `map`, finds them).
     assert sorted(r.url for r in _frontier(pipeline, "page")) == sorted(mine + theirs)
+    log = pipeline.publisher.log
+    terminal_at = max(i for i, m in enumerate(log) if m.topic == pipeline.settings.progress_topic)
+    records_at = [i for i, m in enumerate(log) if m.topic == pipeline.settings.frontier_topic]
+    assert max(records_at) < terminal_at
     dispatched = [url for r in _frontier(pipeline, "dispatched") for url in r.links]
     assert dispatched == theirs
 
@@ -151,11 +159,44 @@ async def test_a_lane_page_failing_after_its_outcome_was_counted_gets_no_second_
         return await send(message)
 
     pipeline.publisher.send = page_records_fail_once  # type: ignore[method-assign]
-    await pipeline.execute(pipeline.run(_request("r", ["http://a.test/p/1"])))
+    with capture_logs() as logs:
+        await pipeline.execute(pipeline.run(_request("r", ["http://a.test/p/1"])))
 
     seen = pipeline.collected()
     assert failed_once
+    assert [e["event"] for e in logs if e["log_level"] == "error"] == ["lane.records_failed"]
     [result] = seen.results_of("r")
     assert result.ok
     [terminal] = seen.terminal("r")
     assert (terminal.type, terminal.succeeded, terminal.failed) == (EventType.COMPLETED, 1, 0)
+
+
+def _page_record(n: int) -> FrontierRecord:
+    return FrontierRecord(
+        request_id="r", source=SOURCE, kind="page", url=f"http://a.test/p/{n}", outcome="succeeded"
+    )
+
+
+async def test_local_pages_records_go_together_after_the_linger_or_a_full_batch():
+    """A local page's record waits for others (the coordinator here already counted it):
+    none is written before the linger or a full batch, then all that waited at once, in
+    order; `flush` (a stopping worker) writes the rest without waiting."""
+    publisher = InMemoryPublisher()
+    records = LaneRecords(publisher, "crawl.frontier", linger_s=0.2)
+    for n in range(3):
+        records.add(_page_record(n), f"page:{n}")
+    await asyncio.sleep(0)
+    assert publisher.log == []
+    await until(lambda: len(publisher.log) == 3)
+    assert [FrontierRecord.model_validate_json(m.value).url for m in publisher.log] == [
+        f"http://a.test/p/{n}" for n in range(3)
+    ]
+
+    slow = LaneRecords(publisher, "crawl.frontier", linger_s=3600)
+    for n in range(LANE_RECORDS_BATCH + 2):
+        slow.add(_page_record(100 + n), f"page:{100 + n}")
+    await until(lambda: slow.pending == 2)
+    assert len(publisher.log) == 3 + LANE_RECORDS_BATCH
+    await slow.flush()
+    assert len(publisher.log) == 3 + LANE_RECORDS_BATCH + 2
+    assert slow.pending == 0
