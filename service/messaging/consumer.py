@@ -58,6 +58,15 @@ of the other partitions (up to `fetch_max_wait_ms`, 500 ms), which idled a fetch
 pages for most of each cycle. A long hold (memory, hung work) pauses, so nothing more is
 fetched and the consumer keeps polling: it stays in its group."""
 
+CHARGE_FIRST_BYTES: Final = 64 * 1024
+"""A record charged when taken (`charge_on_delivery`) that is this large has its delivery
+committed before it runs; a smaller one beside its first steps. Parsing and planning a
+record under 64 KiB allocates a few MiB at most, so that cannot be what kills a worker;
+rendering can, and a render's hurtful part comes long after the commit's round trip (as a
+page record's charge, `charge`). So the commit, 6-12 ms on Kafka 4 (its group coordinator
+holds a commit up to `group.coordinator.append.linger.ms`, 5 ms, to batch it), is not in a
+1-URL request's path."""
+
 COMMIT_INTERVAL_S: Final = 1.0
 """How often finished offsets are committed."""
 
@@ -182,6 +191,9 @@ class RecordConsumer:
         read no further for now, and the others are (the fetcher's per-partition queue)."""
         self._tracker = OffsetTracker(settings.max_deliveries)
         self._charges = 0
+        self._committing = asyncio.Lock()
+        self._beside: set[asyncio.Task[None]] = set()
+        """Charge commits of small records, running beside them (`CHARGE_FIRST_BYTES`)."""
         self._charges_committed = 0
         self._charging = asyncio.Lock()
         self._events = {
@@ -288,6 +300,8 @@ class RecordConsumer:
             await self._drain(self._settings.shutdown_grace.total_seconds())
         finally:
             await self._cancel(list(self._tasks))
+            if self._beside:  # each is bounded by the commit's own deadline
+                await asyncio.wait(self._beside)
             await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
 
     async def _loop(self) -> None:
@@ -345,7 +359,13 @@ class RecordConsumer:
                 else:
                     started.append((tp, record, delivery))
         if started and self._spec.charge_on_delivery:  # else charged later, when it matters
-            await self._commit({tp for tp, _, _ in started})
+            partitions = {tp for tp, _, _ in started}
+            if all(len(record.value or b"") < CHARGE_FIRST_BYTES for _, record, _ in started):
+                beside = asyncio.create_task(self._commit(partitions))
+                self._beside.add(beside)
+                beside.add_done_callback(self._beside.discard)
+            else:
+                await self._commit(partitions)
         for tp, record, delivery in started:
             task = asyncio.create_task(self._handle(tp, record, delivery))
             self._tasks.setdefault(tp, set()).add(task)
@@ -421,15 +441,19 @@ class RecordConsumer:
     async def _commit(
         self, partitions: Iterable[TopicPartition], *, handing_back: bool = False
     ) -> None:
-        commits = self._tracker.to_commit(partitions, handing_back=handing_back)
-        if not commits:
-            return
-        try:
-            await asyncio.wait_for(self._consumer.commit(commits), self._timeout_s)
-        except (CommitFailedError, KafkaError, TimeoutError) as exc:
-            log.warning("consumer.commit_failed", error=repr(exc))
-            return
-        self._tracker.committed(commits)
+        # One at a time, each with the state when it is sent: a commit that overtook an
+        # earlier one (retried after a coordinator error) must not be overwritten by it (a
+        # small record's charge, sent beside it, landing after its relief).
+        async with self._committing:
+            commits = self._tracker.to_commit(partitions, handing_back=handing_back)
+            if not commits:
+                return
+            try:
+                await asyncio.wait_for(self._consumer.commit(commits), self._timeout_s)
+            except (CommitFailedError, KafkaError, TimeoutError) as exc:
+                log.warning("consumer.commit_failed", error=repr(exc))
+                return
+            self._tracker.committed(commits)
         self._metrics.commits.inc()
         log.debug("consumer.committed", positions={str(tp): c[0] for tp, c in commits.items()})
 
