@@ -94,18 +94,10 @@ class ControlReader:
         await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
         await asyncio.wait_for(self._offsets.stop(), self._timeout_s)
 
-    async def cancel_for(self, request_id: str) -> Cancel | None:
-        """The request's cancel, after reading every control record produced until now (a
-        cancel produced just before its request is not missed)."""
-        try:
-            await self.sync(self._timeout_s)
-        except (KafkaError, TimeoutError) as exc:
-            log.warning("control.sync_failed", error=repr(exc))
-        return self._registry.lookup(request_id)
-
     def known_cancel(self, request_id: str) -> Cancel | None:
-        """The request's cancel as read so far, without waiting for the topic's end: for a
-        page whose run already checked with `cancel_for` (a later cancel reaches it live)."""
+        """The request's cancel as read so far, without waiting for the topic's end: a run
+        or page is registered with the worker's active runs before it asks, so a cancel
+        read later reaches it live."""
         return self._registry.lookup(request_id)
 
     async def sync(self, deadline_s: float) -> None:

@@ -242,9 +242,9 @@ class LocalLane:
         return page
 
     async def recorded(self) -> None:
-        """Return once the frontier records of the pages answered so far are written (a run
-        ends with them: a reader of the frontier topic that saw its terminal event, as
-        `map` does, finds them)."""
+        """Return once the frontier records of the pages answered so far are written (a deep
+        crawl ends with them: a reader of the frontier topic that saw its terminal event,
+        as `map` does, finds them)."""
         await self._fetcher.lane_records.flush()
 
     async def close(self) -> None:
@@ -480,9 +480,8 @@ class Fetcher:
     async def _content(self, task: PageTask, charge: Rendering) -> PageContent:
         """The page's content, or the result of what stopped it (cancel, deadline)."""
         stop = _PageStop()
-        # The run's coordinator waited for the control topic's end before dispatching; a
-        # cancel read after this check reaches the page live (registered below, no await
-        # between), so no round trip to the broker per page.
+        # A cancel read after this check reaches the page live (registered below, no
+        # await between), so no round trip to the broker per page.
         cancel = self._deps.control.known_cancel(task.request_id)
         if cancel is not None:
             stop.cancel(cancel)

@@ -155,15 +155,20 @@ class Run:
         tail = self._deps.tail
         request_id = self._request.request_id
         # Parsed and planned: from here the run only waits for pages, and its worker's
-        # death is not charged to the record. The commit runs beside the next steps (the
-        # control check, `accepted`, the first dispatch): a few ms, long before a page
+        # death is not charged to the record. The commit runs beside the next steps
+        # (`accepted`, the first dispatch): a few ms, long before a page
         # dispatched now could have begun rendering.
         if self._relieve is not None:
             self._relieving = asyncio.ensure_future(self._relieve())  # kept until done
         position = await tail.subscribe(request_id, self._deliver)
         deadline: asyncio.TimerHandle | None = None
         try:
-            cancel = await self._deps.control.cancel_for(request_id)
+            # The cancels read so far; one read later reaches this run live (it is in the
+            # worker's active runs since before `execute`), and each fetcher checks its own
+            # reader the same way, so no wait for the control topic's end (a round trip,
+            # 4-6 ms of a 1-URL request): a page of a request cancelled just before it
+            # may start, and is stopped as soon as the cancel is read.
+            cancel = self._deps.control.known_cancel(request_id)
             if cancel is not None:
                 self.cancel(cancel)
             budget_s = self._budget_s()
@@ -458,8 +463,10 @@ class Run:
 
     async def _finish(self, kind: EventType, detail: str | None) -> None:
         lane = self._deps.local
-        if self._went_local and lane is not None:
-            await lane.recorded()  # the frontier records before the terminal event
+        if self._went_local and lane is not None and isinstance(self._plan, DeepPlan):
+            # A deep crawl's frontier records before its terminal event: `map` reads them
+            # once it saw that event. A list request's are only for a rebuild: no wait.
+            await lane.recorded()
         self._outputs.total = len(self._plan.admitted)
         await self._outputs.event(kind, detail=detail)
         await self._outputs.acknowledged()

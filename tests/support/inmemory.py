@@ -245,9 +245,6 @@ class FakeControl:
             listener(made)
         return made
 
-    async def cancel_for(self, request_id: str) -> Cancel | None:
-        return self.cancels.get(request_id)
-
     def known_cancel(self, request_id: str) -> Cancel | None:
         return self.cancels.get(request_id)
 

@@ -11,12 +11,12 @@ import asyncio
 from typing import TYPE_CHECKING
 
 import pytest
-from inmemory import FakeSite, InMemoryPublisher
+from inmemory import FakeSite, InMemoryPublisher, answer
 from pipeline import SOURCE, Pipeline
 from structlog.testing import capture_logs
 from waiting import until
 
-from service.contracts import CrawlOptions, CrawlRequest, EventType, FrontierRecord
+from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, EventType, FrontierRecord
 from service.worker.fetcher import LANE_RECORDS_BATCH, LaneRecords
 
 if TYPE_CHECKING:
@@ -61,15 +61,42 @@ async def test_pages_of_hosts_this_fetcher_owns_skip_the_pages_topic(made):
     assert (terminal.succeeded, terminal.failed) == (8, 0)
     assert sorted(r.url for r in seen.results_of("r")) == sorted(mine + theirs)
     assert [t.url for t in pipeline.tasks] == theirs
-    # The lane's records go several at a time, and all before the run's terminal event
-    # (a reader of the frontier topic that saw it, as `map`, finds them).
+    await pipeline.fetcher.lane_records.flush()  # the lane's records go several at a time
     assert sorted(r.url for r in _frontier(pipeline, "page")) == sorted(mine + theirs)
-    log = pipeline.publisher.log
-    terminal_at = max(i for i, m in enumerate(log) if m.topic == pipeline.settings.progress_topic)
-    records_at = [i for i, m in enumerate(log) if m.topic == pipeline.settings.frontier_topic]
-    assert max(records_at) < terminal_at
     dispatched = [url for r in _frontier(pipeline, "dispatched") for url in r.links]
     assert dispatched == theirs
+
+
+async def test_a_deep_crawl_through_the_lane_writes_its_page_records_before_its_end(made):
+    """A lane page's record waits to be written with others, but a deep crawl's terminal
+    event comes after its pages' records: `map` reads them once it saw that event."""
+    seed = "http://a.test/"
+    links = "".join(f'<a href="/p/{i}">p{i}</a>' for i in range(3))
+    site = FakeSite({seed: answer(seed, f"<html><body><main>{links}</main></body></html>")})
+    pipeline = _pipeline(made, site, owns=lambda _key: True)
+    pipeline.fetcher.lane_records = LaneRecords(pipeline.publisher, "crawl.frontier", linger_s=3600)
+    request = CrawlRequest(
+        request_id="d",
+        urls=[seed],
+        options=CrawlOptions(render="http"),
+        crawl=CrawlSpec(max_pages=4, max_depth=1),
+    )
+
+    await pipeline.execute(pipeline.run(request))
+
+    log = pipeline.publisher.log
+    frontier = pipeline.settings.frontier_topic
+    [terminal_at] = [
+        i
+        for i, m in enumerate(log)
+        if m.topic == pipeline.settings.progress_topic and b'"completed"' in m.value
+    ]
+    pages = [
+        FrontierRecord.model_validate_json(m.value).url
+        for m in log[:terminal_at]
+        if m.topic == frontier and b'"kind":"page"' in m.value
+    ]
+    assert sorted(pages) == sorted([seed, *(f"http://a.test/p/{i}" for i in range(3))])
 
 
 async def test_a_redelivered_request_sends_every_page_through_the_topic(made):
