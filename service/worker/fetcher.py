@@ -461,13 +461,19 @@ class Fetcher:
     ) -> None:
         """Render the task (unless `content` is given), then publish its answer."""
         started = time.monotonic()
-        if content is None:
-            content = await self._content(task, charge)
-        backlog.leave()  # publishing is no work for a slot: intake may go on
-        result = self._stage.result(task, content, started)
-        rendered = time.monotonic()
-        self._deps.metrics.page_seconds.observe(rendered - started)
-        await self._publish(task, result, content, owned, told)
+        # The run's context is handed back once the result is out, not at the render's
+        # end: its wipe (Chromium's CPU) would slow the result's produce on a busy machine.
+        self.contexts.hold(task.run_id, last=task.last)
+        try:
+            if content is None:
+                content = await self._content(task, charge)
+            backlog.leave()  # publishing is no work for a slot: intake may go on
+            result = self._stage.result(task, content, started)
+            rendered = time.monotonic()
+            self._deps.metrics.page_seconds.observe(rendered - started)
+            await self._publish(task, result, content, owned, told)
+        finally:
+            self.contexts.release(task.run_id)
         log.debug(
             "page.timing",
             taken_ms=None
