@@ -66,7 +66,8 @@ class Worker:
         self._coordinator: CoordinatorDeps | None = None
         self._fetcher: FetcherDeps | None = None
         self._fetcher_handler: Fetcher | None = None
-        """The fetcher's run contexts, closed when the worker stops."""
+        """The fetcher, closed when the worker stops (its local pages' records written, its
+        run contexts handed back)."""
         self._requests: RecordConsumer | None = None
         """The coordinator's consumer (its runs relieve their records through it)."""
         self._stop_requested = asyncio.Event()

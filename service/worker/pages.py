@@ -213,18 +213,13 @@ class PageStage:
         self._charging: set[asyncio.Task[None]] = set()
 
     async def content(self, task: PageTask, *, charge: Rendering) -> PageContent:
+        """The page's content; the caller holds the run's context (`RunContexts.hold`) from
+        before this to after the page's result is published."""
         structlog.contextvars.bind_contextvars(url=task.url, run_id=task.run_id)
-        # Held from here, not after the checks: the run's `last` page ending while this one
-        # is still in its policy or robots check would hand the context back, and this page
-        # would open another (13 contexts for 30 requests where 8 did).
-        self._contexts.hold(task.run_id, last=task.last)
-        try:
-            content = await self._check_policy(task.url) or await self._check_robots(task)
-            if content is not None:
-                return content
-            return await self._fetch_with_retries(task, charge)
-        finally:
-            self._contexts.release(task.run_id)
+        content = await self._check_policy(task.url) or await self._check_robots(task)
+        if content is not None:
+            return content
+        return await self._fetch_with_retries(task, charge)
 
     def _charge_beside(self, charge: Rendering) -> None:
         """Begin committing `charge` without waiting for it (kept until it is done)."""

@@ -109,10 +109,10 @@ class Run:
         self._lane_full = False
         """Pages of keys this process's fetcher owns wait for room in its backlog."""
         self._local: set[asyncio.Task[None]] = set()
-        self._went_local = False
-        """A page of this run took the local lane (its record is written with others')."""
         """Pages of this run rendering in this process's fetcher (`CoordinatorDeps.local`),
         cancelled if the run is (its partition moved: the next owner renders them)."""
+        self._went_local = False
+        """A page of this run took the local lane (its record is written with others')."""
         self._marks: dict[str, float] = {}
         """Wall-clock ms of the run's steps, logged at debug level (`run.timing`)."""
 
