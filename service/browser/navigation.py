@@ -186,6 +186,14 @@ SETTLE_SCRIPT: Final = f"""([quietMs, maxMs]) => window.{SETTLE_NAME}
   ? window.{SETTLE_NAME}(quietMs, maxMs) : true"""
 """Documents without the probe script (Chromium's error page) count as settled."""
 
+SETTLED_READ_SCRIPT: Final = f"""async ([quietMs, maxMs]) => {{
+  if (window.{SETTLE_NAME}) await window.{SETTLE_NAME}(quietMs, maxMs);
+  return ({READ_PROBE})(true);
+}}"""
+"""`SETTLE_SCRIPT`, then `READ_PROBE` with the HTML, in one round trip (the first look at a
+document after its load waits for its renderer: 15 ms p50 on the browser path, two of them
+cost twice)."""
+
 CHANGE_SCRIPT: Final = f"""(maxMs) => window.{CHANGE_NAME}
   ? window.{CHANGE_NAME}(maxMs) : new Promise((resolve) => setTimeout(resolve, maxMs, false))"""
 
@@ -271,6 +279,24 @@ class NavigationWatch:
         """The current document and its HTML, read at one instant (one round trip)."""
         failures = self.failures
         answer = await asyncio.wait_for(self._page.evaluate(READ_PROBE, True), timeout_s)  # noqa: FBT003
+        return self._reading(answer, failures)
+
+    async def settled_read(
+        self, quiet_s: float, max_s: float, timeout_s: float
+    ) -> tuple[Probe, str]:
+        """`settle`, then `read`, in one round trip; the settling is best effort as in
+        `settle`: a page too busy to answer within `max_s` and a margin is read on its own."""
+        failures = self.failures
+        try:
+            answer = await asyncio.wait_for(
+                self._page.evaluate(SETTLED_READ_SCRIPT, [quiet_s * 1000, max_s * 1000]),
+                min(max_s + WAIT_MARGIN_S, timeout_s),
+            )
+        except TimeoutError:
+            return await self.read(timeout_s)
+        return self._reading(answer, failures)
+
+    def _reading(self, answer: object, failures: int) -> tuple[Probe, str]:
         html = answer.pop() if isinstance(answer, list) and len(answer) == PROBE_FIELDS + 1 else ""
         probe = _parse_probe(answer, failures=failures, url=self._page.url)
         self.documents.setdefault(probe.origin, 0)

@@ -172,16 +172,15 @@ async def _read(
     screenshot, after (the picture is of the document read)."""
     try:
         await page.wait_for_load_state(options.wait_until, timeout=navigation.remaining_ms())
-        if limits.settle_s > 0:
-            await watch.settle(QUIET_S, min(limits.settle_s, navigation.left_s()))
         before = None
         if options.wait_for or Format.SCREENSHOT in options.formats:
-            before = await watch.probe(navigation.remaining_s())
-            await _raise_if_failed(watch, before)
-            await _follow(watch, before, navigation)
-        if options.wait_for:
-            await _wait_for(page, watch, options.wait_for, navigation)
-        after, html = await watch.read(deadline.remaining_s())
+            before = await _look_first(page, watch, options, navigation, limits)
+            after, html = await watch.read(deadline.remaining_s())
+        elif limits.settle_s > 0:  # the common case: settled and read in one round trip
+            settle_s = min(limits.settle_s, navigation.left_s())
+            after, html = await watch.settled_read(QUIET_S, settle_s, deadline.remaining_s())
+        else:
+            after, html = await watch.read(deadline.remaining_s())
         screenshot = None
         if Format.SCREENSHOT in options.formats:
             screenshot = await page.screenshot(
@@ -201,6 +200,25 @@ async def _read(
     await _follow(watch, after, navigation)
     await _follow_refresh(watch, html, after, navigation)
     return Reading(html=html, url=after.url, status=after.status or None, screenshot=screenshot)
+
+
+async def _look_first(
+    page: Page,
+    watch: NavigationWatch,
+    options: CrawlOptions,
+    navigation: StepDeadline,
+    limits: SettleLimits,
+) -> Probe:
+    """The settled document before its `wait_for` or screenshot (followed if it is leaving,
+    failed if it shows Chromium's error page), after which the selector is waited for."""
+    if limits.settle_s > 0:
+        await watch.settle(QUIET_S, min(limits.settle_s, navigation.left_s()))
+    before = await watch.probe(navigation.remaining_s())
+    await _raise_if_failed(watch, before)
+    await _follow(watch, before, navigation)
+    if options.wait_for:
+        await _wait_for(page, watch, options.wait_for, navigation)
+    return before
 
 
 async def _raise_if_failed(watch: NavigationWatch, probe: Probe) -> None:

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from service.browser.navigation import Probe, _parse_probe, is_http
+from service.browser.navigation import (
+    READ_PROBE,
+    SETTLED_READ_SCRIPT,
+    NavigationWatch,
+    Probe,
+    _parse_probe,
+    is_http,
+)
 
 URL = "http://site.example/a"
 
@@ -50,3 +59,30 @@ def test_chromium_error_pages_are_failures_and_another_document():
 )
 def test_is_http(url, expected):
     assert is_http(url) is expected
+
+
+class _BusyToSettle:
+    """A page whose settle wait never answers, and which answers a plain read."""
+
+    main_frame = object()
+    url = URL
+
+    def __init__(self) -> None:
+        self.scripts: list[str] = []
+
+    async def evaluate(self, script: str, arg: object) -> object:
+        self.scripts.append(script)
+        if script == SETTLED_READ_SCRIPT:
+            await asyncio.Event().wait()
+        assert (script, arg) == (READ_PROBE, True)
+        return [1.0, 200, URL, [], "<html>read</html>"]
+
+
+async def test_a_settled_read_that_gets_no_answer_reads_the_page_on_its_own():
+    page = _BusyToSettle()
+    watch = NavigationWatch(page)  # type: ignore[arg-type]
+
+    probe, html = await watch.settled_read(0.25, max_s=3.0, timeout_s=0.2)
+
+    assert page.scripts == [SETTLED_READ_SCRIPT, READ_PROBE]
+    assert (probe.url, probe.status, html) == (URL, 200, "<html>read</html>")
