@@ -49,7 +49,7 @@ class Publisher:
             acks="all",
             enable_idempotence=True,
             compression_type="zstd",
-            linger_ms=1,
+            linger_ms=0,  # what waits for an in-flight request is batched anyway
             max_request_size=int(settings.max_message_bytes),
         )
 
