@@ -29,6 +29,7 @@ from playwright.async_api import (
 )
 from playwright.async_api import Error as PlaywrightError
 
+from service.background import Background
 from service.browser.identity import VIEWPORT, context_arguments, context_key, hand_over
 from service.browser.launch import CHROMIUM_ARGS, find_executable
 from service.browser.navigation import PROBE_SCRIPT
@@ -318,7 +319,7 @@ class BrowserPool:
         self._current: _BrowserHandle | None = None
         self._generation = 0
         self._lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Background()
         self._open: set[RequestContext] = set()
         self._spares = SpareContexts(
             target=settings.spare_contexts,
@@ -362,9 +363,7 @@ class BrowserPool:
     ) -> None:
         await self._spares.stop()
         self._wiped.clear()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.cancel()
         handle, self._current = self._current, None
         if handle is not None:
             await _close(handle.browser.close(), "browser")
@@ -679,9 +678,7 @@ class BrowserPool:
         self._spawn(_close_if_popup(page))
 
     def _spawn(self, work: Coroutine[object, object, None]) -> None:
-        task = asyncio.create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.start(work)
 
     async def _released_generation(self, generation: int) -> None:
         handle = self._handles.get(generation)

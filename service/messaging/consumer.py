@@ -24,6 +24,7 @@ import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
 
+from service.background import Background
 from service.logs import get_logger
 from service.messaging._assignor import learn_generation, sticky_assignor
 from service.messaging.kafka_config import client_options
@@ -192,7 +193,7 @@ class RecordConsumer:
         self._tracker = OffsetTracker(settings.max_deliveries)
         self._charges = 0
         self._committing = asyncio.Lock()
-        self._beside: set[asyncio.Task[None]] = set()
+        self._beside = Background()
         """Charge commits of small records, running beside them (`CHARGE_FIRST_BYTES`)."""
         self._charges_committed = 0
         self._charging = asyncio.Lock()
@@ -300,8 +301,7 @@ class RecordConsumer:
             await self._drain(self._settings.shutdown_grace.total_seconds())
         finally:
             await self._cancel(list(self._tasks))
-            if self._beside:  # each is bounded by the commit's own deadline
-                await asyncio.wait(self._beside)
+            await self._beside.wait()  # each is bounded by the commit's own deadline
             await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
 
     async def _loop(self) -> None:
@@ -361,9 +361,7 @@ class RecordConsumer:
         if started and self._spec.charge_on_delivery:  # else charged later, when it matters
             partitions = {tp for tp, _, _ in started}
             if all(len(record.value or b"") < CHARGE_FIRST_BYTES for _, record, _ in started):
-                beside = asyncio.create_task(self._commit(partitions))
-                self._beside.add(beside)
-                beside.add_done_callback(self._beside.discard)
+                self._beside.start(self._commit(partitions))
             else:
                 await self._commit(partitions)
         for tp, record, delivery in started:

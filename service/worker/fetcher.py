@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 import structlog
 from pydantic import ValidationError
 
+from service.background import Background
 from service.content.page import failed
 from service.contracts import (
     ErrorCode,
@@ -146,7 +147,7 @@ class LaneRecords:
         self._linger_s = linger_s
         self._pending: list[tuple[FrontierRecord, str]] = []
         self._timer: asyncio.TimerHandle | None = None
-        self._writing: set[asyncio.Task[None]] = set()
+        self._writing = Background()
         self._unacknowledged = 0
 
     @property
@@ -170,19 +171,16 @@ class LaneRecords:
             return
         batch, self._pending = self._pending, []
         self._unacknowledged += len(batch)
-        task = asyncio.create_task(self._write(batch))
-        self._writing.add(task)
-        task.add_done_callback(self._writing.discard)
+        self._writing.start(self._write(batch))
 
     async def flush(self) -> None:
         """Write what waits and wait for it (bounded: a stopping process stops either way)."""
         self.write_now()
-        if self._writing:
-            _, late = await asyncio.wait(self._writing, timeout=LANE_RECORDS_CLOSE_S)
-            if late:
-                log.warning("lane.records_unwritten", batches=len(late))
-                for task in late:
-                    task.cancel()
+        late = await self._writing.wait(LANE_RECORDS_CLOSE_S)
+        if late:
+            log.warning("lane.records_unwritten", batches=len(late))
+            for task in late:
+                task.cancel()
 
     async def _write(self, batch: list[tuple[FrontierRecord, str]]) -> None:
         outbox = Outbox(self._publisher, on_resend=self._on_resend)
@@ -216,7 +214,7 @@ class LocalLane:
         self._owns = owns
         self._paused = paused
         """The memory gate's last word on intake (`MemoryGate.paused`)."""
-        self._running: set[asyncio.Task[None]] = set()
+        self._running = Background()
 
     def owns(self, key: str) -> bool:
         return self._owns(key)
@@ -237,8 +235,7 @@ class LocalLane:
 
     def start(self, task: PageTask, owned: asyncio.Event) -> asyncio.Task[None]:
         page = self._fetcher.start_local(task, owned)
-        self._running.add(page)  # kept here: a run may end before its page's last record
-        page.add_done_callback(self._running.discard)
+        self._running.keep(page)  # kept here: a run may end before its page's last record
         return page
 
     async def recorded(self) -> None:
@@ -249,9 +246,7 @@ class LocalLane:
 
     async def close(self) -> None:
         """Cancel what still runs (the worker stops; the requests are delivered again)."""
-        for page in list(self._running):
-            page.cancel()
-        await asyncio.gather(*self._running, return_exceptions=True)
+        await self._running.cancel()
 
 
 class _Backlog:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 import structlog
 
+from service.background import Background
 from service.browser import SettleLimits
 from service.browser.render import fetch_page
 from service.content.extract import FollowRules
@@ -141,7 +142,7 @@ class RunContexts:
         self._pool = pool
         self._linger_s = linger_s
         self._held: dict[str, _Held] = {}
-        self._closing: set[asyncio.Task[None]] = set()
+        self._closing = Background()
 
     def hold(self, run_id: str, *, last: bool = False) -> None:
         held = self._held.setdefault(run_id, _Held())
@@ -179,9 +180,7 @@ class RunContexts:
             return
         del self._held[run_id]
         if held.context is not None:
-            task = asyncio.create_task(held.context.close())
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+            self._closing.start(held.context.close())
 
     async def close_all(self) -> None:
         held, self._held = list(self._held.values()), {}
@@ -190,8 +189,7 @@ class RunContexts:
                 entry.closer.cancel()
             if entry.context is not None:
                 await entry.context.close()
-        if self._closing:
-            await asyncio.gather(*self._closing, return_exceptions=True)
+        await self._closing.wait()
 
 
 class PageStage:
@@ -210,7 +208,7 @@ class PageStage:
         self._backoff = backoff or HostBackoff()
         self._retry = RetryPolicy.from_settings(deps.settings)
         self._settle = SettleLimits.from_settings(deps.settings)
-        self._charging: set[asyncio.Task[None]] = set()
+        self._charging = Background()
 
     async def content(self, task: PageTask, *, charge: Rendering) -> PageContent:
         """The page's content; the caller holds the run's context (`RunContexts.hold`) from
@@ -223,9 +221,7 @@ class PageStage:
 
     def _charge_beside(self, charge: Rendering) -> None:
         """Begin committing `charge` without waiting for it (kept until it is done)."""
-        task = asyncio.create_task(_quietly(charge.begin()))
-        self._charging.add(task)
-        task.add_done_callback(self._charging.discard)
+        self._charging.start(_quietly(charge.begin()))
 
     def result(self, task: PageTask, content: PageContent, started: float) -> PageResult:
         return PageResult(

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from service.background import Background
 from service.content.page import failed
 from service.contracts import (
     ErrorCode,
@@ -108,7 +109,7 @@ class Run:
         self._owned = owned or _always_owned()
         self._lane_full = False
         """Pages of keys this process's fetcher owns wait for room in its backlog."""
-        self._local: set[asyncio.Task[None]] = set()
+        self._local = Background()
         """Pages of this run rendering in this process's fetcher (`CoordinatorDeps.local`),
         cancelled if the run is (its partition moved: the next owner renders them)."""
         self._went_local = False
@@ -324,9 +325,8 @@ class Run:
         if lane is not None:
             for task, _ in local:
                 page = lane.start(task, self._owned)
-                self._local.add(page)
+                self._local.keep(page)
                 self._went_local = True
-                page.add_done_callback(self._local.discard)
         if not batch:
             return
         async with self._deps.dispatching:
