@@ -7,7 +7,6 @@ memory, rebalancing, draining), so a cancel reaches a running request within a p
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import TYPE_CHECKING, Final, Self
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -18,6 +17,7 @@ from service.errors import BrokerUnavailableError
 from service.logs import get_logger
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
+from service.messaging.polling import PollLoop
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -62,7 +62,8 @@ class ControlReader:
         request sent on it waits up to `fetch_max_wait_ms` (measured: ~300 ms of a 1-URL
         request's latency went here)."""
         self._partitions: list[TopicPartition] = []
-        self._task: asyncio.Task[None] | None = None
+        self._reading = PollLoop(self._poll, name="control", retry_s=LOOP_RETRY_S)
+        self._next_prune = 0.0
         self._positions: dict[TopicPartition, int] = {}
         self._progress = asyncio.Condition()
         """Notified after each poll, with `_positions` updated."""
@@ -76,7 +77,8 @@ class ControlReader:
             await self._consumer.stop()
             await self._offsets.stop()
             raise BrokerUnavailableError(f"cannot read the control topic: {exc}") from exc
-        self._task = asyncio.create_task(self._loop())
+        self._next_prune = asyncio.get_running_loop().time() + PRUNE_INTERVAL_S
+        self._reading.start()
         await self.sync(self._timeout_s)
         self._records.started()
         return self
@@ -87,10 +89,7 @@ class ControlReader:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._reading.stop()
         await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
         await asyncio.wait_for(self._offsets.stop(), self._timeout_s)
 
@@ -116,29 +115,18 @@ class ControlReader:
         self._consumer.assign(partitions)
         return partitions
 
-    async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_prune = loop.time() + PRUNE_INTERVAL_S
-        while True:
-            try:
-                await self._poll()
-            except KafkaError as exc:  # loop boundary: the reader keeps reading
-                log.warning("control.poll_failed", error=repr(exc))
-                await asyncio.sleep(POLL_TIMEOUT_MS / 1000)
-            except Exception:  # loop boundary: a bug must not stop every cancel
-                log.exception("control.poll_crashed")
-                await asyncio.sleep(LOOP_RETRY_S)
-            if loop.time() >= next_prune:
-                self._registry.prune()
-                next_prune = loop.time() + PRUNE_INTERVAL_S
-
     async def _poll(self) -> None:
-        """Read one batch, take each record, note the positions."""
+        """Read one batch, take each record, note the positions; now and then forget the
+        cancels no run can be waiting for any more."""
         batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
         for records in batch.values():
             for record in records:
                 self._records.take(record)
         await self._advanced()
+        now = asyncio.get_running_loop().time()
+        if now >= self._next_prune:
+            self._registry.prune()
+            self._next_prune = now + PRUNE_INTERVAL_S
 
     async def _advanced(self) -> None:
         """Note where each partition is read to, and wake callers of `sync`."""

@@ -12,7 +12,6 @@ the position `subscribe` returns, so nothing falls between the two.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import TYPE_CHECKING, Final, Self
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -23,6 +22,7 @@ from service.contracts import FrontierRecord
 from service.logs import get_logger
 from service.messaging.chunks import Reassembler
 from service.messaging.kafka_config import client_options
+from service.messaging.polling import PollLoop
 from service.messaging.topics import partition_for
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class FrontierTail:
         self._wanted: set[int] = set()
         self._changed = asyncio.Event()
         self._applied = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._reading = PollLoop(self._poll, name="frontier", retry_s=RETRY_S)
 
     def set_partitions(self, count: int) -> None:
         """The frontier topic's partition count, as found at start."""
@@ -72,7 +72,7 @@ class FrontierTail:
 
     async def __aenter__(self) -> Self:
         await asyncio.wait_for(self._consumer.start(), self._timeout_s)
-        self._task = asyncio.create_task(self._loop(), name="frontier-tail")
+        self._reading.start()
         return self
 
     async def __aexit__(
@@ -81,10 +81,7 @@ class FrontierTail:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._reading.stop()
         await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
 
     def partition_of(self, request_id: str) -> int:
@@ -131,23 +128,18 @@ class FrontierTail:
         if not subscribers:
             self._subscribers.pop(request_id, None)
 
-    async def _loop(self) -> None:
-        while True:
-            if self._changed.is_set():
-                await self._apply()
-            if not self._positions:
-                await self._changed.wait()
-                continue
-            try:
-                batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
-            except KafkaError as exc:
-                log.warning("frontier.tail_failed", error=repr(exc))
-                await asyncio.sleep(RETRY_S)
-                continue
-            for tp, records in batch.items():
-                if tp.partition in self._positions:
-                    for record in records:
-                        self._hand_out(tp.partition, record)
+    async def _poll(self) -> None:
+        """Apply a change of the partitions followed, then read one batch and hand it out."""
+        if self._changed.is_set():
+            await self._apply()
+        if not self._positions:
+            await self._changed.wait()
+            return
+        batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
+        for tp, records in batch.items():
+            if tp.partition in self._positions:
+                for record in records:
+                    self._hand_out(tp.partition, record)
 
     async def _apply(self) -> None:
         """Assign the wanted partitions; new ones start at their end offset."""

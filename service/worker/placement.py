@@ -18,7 +18,6 @@ page partitions later gives the new ones the next new hosts (a hash would move m
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import TYPE_CHECKING, Final, Protocol, Self
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -29,6 +28,7 @@ from service.backoff import backoff_s
 from service.errors import BrokerUnavailableError
 from service.logs import get_logger
 from service.messaging.kafka_config import client_options
+from service.messaging.polling import PollLoop
 from service.messaging.topics import partition_for
 
 if TYPE_CHECKING:
@@ -161,8 +161,7 @@ class HostDirectory:
         self._placing = asyncio.Lock()
         """One batch of proposals at a time in this process (runs meeting one new host at
         once would each propose it)."""
-        self._task: asyncio.Task[None] | None = None
-        self._closing = False
+        self._reading = PollLoop(self._poll, name="hosts", retry_s=LOOP_RETRY_S)
         self._skipped = 0
         self.rewrites = 0
         """First records written again because a later one contradicted them."""
@@ -187,7 +186,7 @@ class HostDirectory:
         except (KafkaError, TimeoutError, OSError) as exc:
             await self._consumer.stop()
             raise BrokerUnavailableError(f"cannot read the host directory: {exc}") from exc
-        self._task = asyncio.create_task(self._loop())
+        self._reading.start()
         await self._until(ends)
         log.info(
             "hosts.read",
@@ -203,11 +202,7 @@ class HostDirectory:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._closing = True  # the loop also stops by itself: a cancel can be swallowed
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(self._task, self._timeout_s)
+        await self._reading.stop()
         await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
 
     def partition(self, key: str) -> int | None:
@@ -256,17 +251,6 @@ class HostDirectory:
                 )
         except TimeoutError as exc:
             raise BrokerUnavailableError("the host directory was not read in time") from exc
-
-    async def _loop(self) -> None:
-        while not self._closing:
-            try:
-                await self._poll()
-            except (KafkaError, TimeoutError) as exc:  # loop boundary: it keeps being read
-                log.warning("hosts.poll_failed", error=repr(exc))
-                await asyncio.sleep(POLL_TIMEOUT_MS / 1000)
-            except Exception:  # loop boundary: a bug must not stop placements
-                log.exception("hosts.poll_crashed")
-                await asyncio.sleep(LOOP_RETRY_S)
 
     async def _poll(self) -> None:
         batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)

@@ -1,0 +1,69 @@
+"""A reading loop survives what one reading raises, and stops even when a cancel is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from aiokafka.errors import KafkaConnectionError
+from structlog.testing import capture_logs
+from waiting import until
+
+from service.messaging.polling import PollLoop
+
+
+async def test_a_broker_error_and_a_bug_are_logged_and_reading_goes_on():
+    raised = [KafkaConnectionError("broker gone"), ValueError("a bug in one reading")]
+    readings: list[int] = []
+
+    async def poll() -> None:
+        readings.append(1)
+        if raised:
+            raise raised.pop(0)
+        await asyncio.sleep(0.01)
+
+    loop = PollLoop(poll, name="test", retry_s=0.01)
+    with capture_logs() as logs:
+        loop.start()
+        await until(lambda: len(readings) >= 4)
+        await loop.stop()
+
+    events = [(entry["event"], entry["log_level"]) for entry in logs]
+    assert events == [("test.poll_failed", "warning"), ("test.poll_crashed", "error")]
+
+
+async def test_a_reading_that_swallows_its_cancel_still_ends_at_the_flag():
+    """As `asyncio.wait_for` on Python 3.11 can: the cancel is lost, the loop sees the flag."""
+    readings: list[int] = []
+
+    async def poll() -> None:
+        readings.append(1)
+        with contextlib.suppress(asyncio.CancelledError):  # swallowed
+            await asyncio.sleep(0.05)
+
+    loop = PollLoop(poll, name="test")
+    loop.start()
+    await until(lambda: readings)
+    await asyncio.wait_for(loop.stop(), 5)
+    stopped_at = len(readings)
+    await asyncio.sleep(0.2)
+    assert len(readings) == stopped_at
+
+
+async def test_stop_is_bounded_when_a_reading_never_ends():
+    """The short `stop_s` is this test's: the default is 10 s."""
+    forever = asyncio.Event()
+
+    async def poll() -> None:
+        while not forever.is_set():  # a reading that ignores every cancel
+            with contextlib.suppress(asyncio.CancelledError):
+                await forever.wait()
+
+    loop = PollLoop(poll, name="test", stop_s=0.1)
+    loop.start()
+    await asyncio.sleep(0)
+    with capture_logs() as logs:
+        await asyncio.wait_for(loop.stop(), 5)
+    assert [entry["event"] for entry in logs] == ["test.poll_unstopped"]
+    forever.set()  # the reading ends, and the loop with it: it was told to stop
+    await until(lambda: not [t for t in asyncio.all_tasks() if t.get_name() == "test-poll"])
