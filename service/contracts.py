@@ -408,6 +408,31 @@ class CrawlRequest(_Untrusted):
         return list(dict.fromkeys(urls))
 
 
+class DeadLetterCode(StrEnum):
+    """Why a record went to the dead-letter topic (its `crawlstream-error-code` header)."""
+
+    EMPTY = "empty"
+    """The record has no value."""
+    TOO_LARGE = "too_large"
+    """Its value is larger than `CRAWL_MAX_REQUEST_BYTES`."""
+    NOT_UTF8 = "not_utf8"
+    NOT_JSON = "not_json"
+    NOT_OBJECT = "not_object"
+    """JSON, but not an object."""
+    UNSUPPORTED_SCHEMA_VERSION = "unsupported_schema_version"
+    INVALID_REQUEST = "invalid_request"
+    """Not a valid request (also: JSON nested too deeply, metadata over
+    `CRAWL_MAX_METADATA_BYTES`, a pages-topic record that is not a page task)."""
+    INVALID_SELECTOR = "invalid_selector"
+    """A selector of `include_tags`, `exclude_tags` or `extract` that does not parse."""
+    POISON = "poison"
+    """Delivered more than `CRAWL_MAX_DELIVERIES` times to workers that died under it."""
+    INTERNAL = "internal"
+    """A bug: the message names the exception."""
+    PUBLISH_FAILED = "publish_failed"
+    """The record's output could never be published."""
+
+
 class ErrorCode(StrEnum):
     """Why a page has no content."""
 

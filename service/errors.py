@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from service.contracts import DeadLetterCode
+
 
 class CrawlstreamError(Exception):
     """Root of every error this project raises on purpose."""
@@ -22,7 +27,7 @@ class PermanentError(CrawlstreamError):
 class RejectedMessageError(PermanentError):
     """A message on the requests topic is not a valid request: it goes to the dead letters."""
 
-    def __init__(self, code: str, message: str, request_id: str | None = None) -> None:
+    def __init__(self, code: DeadLetterCode, message: str, request_id: str | None = None) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message

@@ -16,6 +16,7 @@ from service.contracts import (
     MESSAGE_MODELS,
     ControlMessage,
     CrawlRequest,
+    DeadLetterCode,
     FrontierRecord,
     PageResult,
     PageTask,
@@ -35,8 +36,10 @@ _CHUNKING_NOTE = (
 )
 
 _DEAD_LETTER_NOTE = (
-    "The original key, value and headers of a request that could not be parsed, plus the "
-    "headers crawlstream-error-code, crawlstream-error-message, crawlstream-source-topic, "
+    "The original key, value and headers of a record that could not be run, plus the "
+    "headers crawlstream-error-code (one of "
+    + ", ".join(code.value for code in DeadLetterCode)
+    + "), crawlstream-error-message, crawlstream-source-topic, "
     "crawlstream-source-partition, crawlstream-source-offset, crawlstream-worker and "
     "crawlstream-failed-at."
 )

@@ -13,7 +13,7 @@ import structlog
 from service.backpressure import Governor, MemorySampler
 from service.backpressure.gate import MemoryGate
 from service.browser.pool import BrowserPool
-from service.contracts import ErrorCode, EventType, RecordSource
+from service.contracts import DeadLetterCode, ErrorCode, EventType, RecordSource
 from service.control import ActiveRuns, CancelRegistry, ControlReader
 from service.egress.proxy import EgressProxy
 from service.egress.refusals import RefusedTargets
@@ -310,7 +310,8 @@ class Worker:
             cause = root_cause(exc)
             log.exception("request.crashed", error=repr(cause), exc_info=cause)
             self._metrics.requests.labels("crashed").inc()
-            code = "publish_failed" if isinstance(cause, PublishError) else "internal"
+            failed = isinstance(cause, PublishError)
+            code = DeadLetterCode.PUBLISH_FAILED if failed else DeadLetterCode.INTERNAL
             error = RejectedMessageError(code, f"{type(cause).__name__}: {cause}", None)
             await self._dead_letter(record, error, owned)
 
@@ -356,11 +357,11 @@ class Worker:
         try:
             request = parse_request(record.value, self._settings)
         except RejectedMessageError as exc:
-            poison = RejectedMessageError("poison", message, exc.request_id)
+            poison = RejectedMessageError(DeadLetterCode.POISON, message, exc.request_id)
             await self._reject(record, source, poison, owned)
             return
         log.error("request.poison", deliveries=delivery.count, request_id=request.request_id)
-        poison = RejectedMessageError("poison", message, request.request_id)
+        poison = RejectedMessageError(DeadLetterCode.POISON, message, request.request_id)
         await self._dead_letter(record, poison, owned)
         run = Run(self._require_deps(), request, source=source, owned=owned)
         await run.fail_all(ErrorCode.POISON, message)

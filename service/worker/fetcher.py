@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from service.background import Background
 from service.content.page import failed
 from service.contracts import (
+    DeadLetterCode,
     ErrorCode,
     FrontierRecord,
     PageTask,
@@ -357,9 +358,11 @@ class Fetcher:
             await self._handle(record, delivery, owned, backlog)
         except Exception as exc:  # the record's error boundary
             log.exception("page.crashed", error=repr(exc))
-            error = RejectedMessageError("internal", f"{type(exc).__name__}: {exc}", None)
+            error = RejectedMessageError(
+                DeadLetterCode.INTERNAL, f"{type(exc).__name__}: {exc}", None
+            )
             await send_dead_letter(self._deps.publisher, self._deps.settings, record, error, owned)
-            self._deps.metrics.dead_letters.labels("internal").inc()
+            self._deps.metrics.dead_letters.labels(DeadLetterCode.INTERNAL).inc()
         finally:
             backlog.leave()
 
@@ -373,7 +376,9 @@ class Fetcher:
         try:
             task = PageTask.model_validate_json(record.value or b"")
         except ValidationError as exc:
-            error = RejectedMessageError("invalid_request", f"not a page task: {exc}"[:2000], None)
+            error = RejectedMessageError(
+                DeadLetterCode.INVALID_REQUEST, f"not a page task: {exc}"[:2000], None
+            )
             log.warning("page.unreadable", error=error.message[:200])
             await send_dead_letter(self._deps.publisher, self._deps.settings, record, error, owned)
             self._deps.metrics.dead_letters.labels(error.code).inc()

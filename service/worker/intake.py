@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Final
 from pydantic import ValidationError
 from pydantic_core import to_json
 
-from service.contracts import SCHEMA_VERSION, CrawlRequest
+from service.contracts import SCHEMA_VERSION, CrawlRequest, DeadLetterCode
 from service.errors import RejectedMessageError
 
 if TYPE_CHECKING:
@@ -20,6 +20,7 @@ _REQUEST_ID: Final = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 TOO_DEEP: Final = "nested too deeply to parse"
 
 INVALID_SELECTOR: Final = "invalid_selector"
+"""pydantic's error type for a selector that does not parse (`css_problem`)."""
 """The rejection code of a request with a CSS selector that does not parse."""
 
 MAX_ERROR_MESSAGE: Final = 1000
@@ -29,28 +30,30 @@ MAX_ERROR_MESSAGE: Final = 1000
 def parse_request(value: bytes | None, settings: Settings) -> CrawlRequest:
     """The request in `value`; raises `RejectedMessageError` with a code and a message."""
     if value is None:
-        raise RejectedMessageError("empty", "the message has no value")
+        raise RejectedMessageError(DeadLetterCode.EMPTY, "the message has no value")
     if len(value) > settings.max_request_bytes:
         raise RejectedMessageError(
-            "too_large", f"{len(value)} bytes, more than {settings.max_request_bytes}"
+            DeadLetterCode.TOO_LARGE, f"{len(value)} bytes, more than {settings.max_request_bytes}"
         )
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RejectedMessageError("not_utf8", str(exc)) from None
+        raise RejectedMessageError(DeadLetterCode.NOT_UTF8, str(exc)) from None
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise RejectedMessageError("not_json", str(exc)) from None
+        raise RejectedMessageError(DeadLetterCode.NOT_JSON, str(exc)) from None
     except RecursionError:
-        raise RejectedMessageError("invalid_request", TOO_DEEP) from None
+        raise RejectedMessageError(DeadLetterCode.INVALID_REQUEST, TOO_DEEP) from None
     if not isinstance(document, dict):
-        raise RejectedMessageError("not_object", f"a JSON {type(document).__name__}, not an object")
+        raise RejectedMessageError(
+            DeadLetterCode.NOT_OBJECT, f"a JSON {type(document).__name__}, not an object"
+        )
     request_id = _readable_id(document)
     version = document.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise RejectedMessageError(
-            "unsupported_schema_version",
+            DeadLetterCode.UNSUPPORTED_SCHEMA_VERSION,
             f"schema_version {version!r}, this worker reads {SCHEMA_VERSION}",
             request_id,
         )
@@ -67,7 +70,7 @@ def parse_request(value: bytes | None, settings: Settings) -> CrawlRequest:
     except ValidationError as exc:
         raise RejectedMessageError(_code_of(exc), _describe(exc), request_id) from None
     except RecursionError:
-        raise RejectedMessageError("invalid_request", TOO_DEEP, request_id) from None
+        raise RejectedMessageError(DeadLetterCode.INVALID_REQUEST, TOO_DEEP, request_id) from None
     _check_metadata(request, settings)
     return request
 
@@ -78,7 +81,7 @@ def _check_metadata(request: CrawlRequest, settings: Settings) -> None:
     echoed = len(to_json(request.metadata))
     if echoed > settings.max_metadata_bytes:
         raise RejectedMessageError(
-            "invalid_request",
+            DeadLetterCode.INVALID_REQUEST,
             f"metadata: {echoed} bytes as echoed, more than {settings.max_metadata_bytes}",
             request.request_id,
         )
@@ -91,11 +94,11 @@ def _readable_id(document: dict[str, object]) -> str | None:
     return None
 
 
-def _code_of(exc: ValidationError) -> str:
+def _code_of(exc: ValidationError) -> DeadLetterCode:
     """`invalid_selector` when a selector is what is wrong, else `invalid_request`."""
     if any(error["type"] == INVALID_SELECTOR for error in exc.errors()):
-        return INVALID_SELECTOR
-    return "invalid_request"
+        return DeadLetterCode.INVALID_SELECTOR
+    return DeadLetterCode.INVALID_REQUEST
 
 
 def _describe(exc: ValidationError) -> str:
