@@ -159,13 +159,14 @@ class RequestContext:
             else:
                 await self._close_page(page)
 
-    async def close(self) -> None:
+    async def hand_back(self) -> None:
         """The request is done with this context: it is wiped for the next request or closed,
         in the background (a session's closes when its last request is done and it has been
         idle a while); when memory is not comfortable it is closed before this returns."""
         await self.pool.release(self)
 
     async def shut(self) -> None:
+        """Close it now (`hand_back` is how a request lets it go)."""
         self.unseal()  # the proxy forgets the credential
         self.unroute()
         await _close(self.context.close(), "context")
@@ -394,8 +395,9 @@ class BrowserPool:
         return self._current is not None and self._current.alive
 
     async def open_context(self, options: CrawlOptions) -> RequestContext:
-        """The context for one request's pages; the caller `close`s it when done. Without a
-        `session` it is the request's alone, new or wiped; with one it is the session's."""
+        """The context for one request's pages; the caller hands it back (`hand_back`) when
+        done. Without a `session` it is the request's alone, new or wiped; with one it is the
+        session's."""
         key = _session_key(options)
         if key is None:
             wiped = await self._take_wiped(options)

@@ -170,7 +170,7 @@ class RunContexts:
             if held.context is None or not held.context.browser_alive:
                 old, held.context = held.context, None
                 if old is not None:
-                    await old.close()
+                    await old.hand_back()
                 held.context = await self._pool.open_context(options)
             return held.context
 
@@ -180,7 +180,7 @@ class RunContexts:
             return
         del self._held[run_id]
         if held.context is not None:
-            self._closing.start(held.context.close())
+            self._closing.start(held.context.hand_back())
 
     async def close_all(self) -> None:
         held, self._held = list(self._held.values()), {}
@@ -188,7 +188,7 @@ class RunContexts:
             if entry.closer is not None:
                 entry.closer.cancel()
             if entry.context is not None:
-                await entry.context.close()
+                await entry.context.hand_back()
         await self._closing.wait()
 
 

@@ -63,13 +63,13 @@ async def test_a_spare_context_goes_to_one_request_and_never_comes_back(site: Te
         assert first.context is not second.context
         assert all(page.url == "about:blank" for page in [*first.idle, *second.idle])
         used = {id(first.context), id(second.context)}
-        await first.close()
+        await first.hand_back()
         for _ in range(4):
             later = await pool.open_context(options)
             assert id(later.context) not in used
             used.add(id(later.context))
-            await later.close()
-        await second.close()
+            await later.hand_back()
+        await second.hand_back()
 
 
 async def test_one_session_is_one_context_and_blocking_options_keep_theirs_apart(
@@ -85,7 +85,7 @@ async def test_one_session_is_one_context_and_blocking_options_keep_theirs_apart
         assert first is second
         assert blocking is not first
         for context in (first, second, blocking):
-            await context.close()
+            await context.hand_back()
 
 
 async def test_a_wiped_context_serves_one_request_at_a_time_and_shows_nothing_of_the_last(
@@ -106,7 +106,7 @@ async def test_a_wiped_context_serves_one_request_at_a_time_and_shows_nothing_of
             )
         other = await pool.open_context(CrawlOptions())
         assert other.context is not first.context
-        await first.close()
+        await first.hand_back()
         blocking = await _reopen(pool, CrawlOptions(block_resources=["image"]))
         assert blocking.context is not first.context
         again = await _reopen(pool, CrawlOptions())
@@ -117,14 +117,14 @@ async def test_a_wiped_context_serves_one_request_at_a_time_and_shows_nothing_of
             assert await page.evaluate("() => [history.length, window.name]") == [1, ""]
             await page.goto(site.url("/cookie/show"))
             assert await page.title() == "cookie: none"
-        await again.close()
+        await again.hand_back()
         third = await _reopen(pool, CrawlOptions())
         assert third is first
-        await third.close()
+        await third.hand_back()
         fourth = await _reopen(pool, CrawlOptions())
         assert fourth is not first  # served 3 requests: closed, not wiped
         for context in (other, blocking, fourth):
-            await context.close()
+            await context.hand_back()
 
 
 async def _reopen(pool: BrowserPool, options: CrawlOptions) -> RequestContext:
