@@ -18,6 +18,7 @@ from service.contracts import (
     CrawlSpec,
     Format,
 )
+from service.contracts_webhook import WebhookConfig
 from service.gateway._fields import (
     COMMON_KEYS,
     bool_of,
@@ -34,7 +35,6 @@ from service.gateway._fields import (
 from service.gateway.errors import ApiError, Detail, bad_request, refused
 from service.gateway.options import ScrapeChoices, scrape_choices
 from service.gateway.page_options import contract_fields
-from service.webhooks.payloads import WebhookConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final, Self
 
 from service.client import CrawlClient, FollowTimeoutError
 from service.contracts import PageResult, utc_now
+from service.contracts_webhook import WEBHOOK_KEY
 from service.frontier.log import read_job
 from service.gateway.errors import ApiError, not_found, refused
 from service.gateway.jobs import MARKER_KEY, JobKind, JobMarker, JobStatus, JobView
@@ -20,7 +21,6 @@ from service.gateway.mapping import Limits
 from service.gateway.results import Page, ResultReader
 from service.gateway.view_reader import ViewReader
 from service.net.policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
-from service.webhooks.payloads import WEBHOOK_KEY
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -28,11 +28,11 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from service.contracts import CrawlOptions, CrawlSpec
+    from service.contracts_webhook import WebhookConfig
     from service.gateway.maplinks import MapPlan
     from service.gateway.options import ScrapeChoices
     from service.gateway.paging import Cursor
     from service.settings import Settings
-    from service.webhooks.payloads import WebhookConfig
 
 OPEN_TENANT: Final = "open"
 """The tenant of every job when the gateway runs without API keys."""

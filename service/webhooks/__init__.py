@@ -4,7 +4,8 @@ gets `started`, one `page` per document, then `completed` or `failed`, signed an
 
 from __future__ import annotations
 
+from service.contracts_webhook import WebhookConfig
 from service.webhooks.dispatcher import Dispatcher
-from service.webhooks.payloads import WebhookConfig, signature, verify
+from service.webhooks.payloads import signature, verify
 
 __all__ = ["Dispatcher", "WebhookConfig", "signature", "verify"]

@@ -17,8 +17,9 @@ from service.net.policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
 from service.webhooks.payloads import EVENT_ID_HEADER, SIGNATURE_HEADER, signature
 
 if TYPE_CHECKING:
+    from service.contracts_webhook import WebhookConfig
     from service.settings import Settings
-    from service.webhooks.payloads import WebhookConfig, WebhookEvent
+    from service.webhooks.payloads import WebhookEvent
 
 log = structlog.get_logger(__name__)
 

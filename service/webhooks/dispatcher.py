@@ -16,6 +16,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from pydantic import ValidationError
 
 from service.contracts import PageResult, ProgressEvent, utc_now
+from service.contracts_webhook import WebhookConfig
 from service.gateway.documents import document
 from service.gateway.jobs import JobMarker
 from service.gateway.options import ScrapeChoices
@@ -25,7 +26,7 @@ from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 from service.webhooks.delivery import Deliverer
 from service.webhooks.metrics import WebhookMetrics
-from service.webhooks.payloads import WebhookConfig, hook_of, webhook_event
+from service.webhooks.payloads import hook_of, webhook_event
 
 if TYPE_CHECKING:
     from aiokafka.structs import ConsumerRecord

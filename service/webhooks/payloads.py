@@ -10,22 +10,18 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass
-from typing import Any, Final, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from typing import TYPE_CHECKING, Any, Final
 
 from service.contracts import EventType, ProgressEvent
 
-WEBHOOK_KEY: Final = "webhook"
-"""The key of the webhook configuration in a request's metadata."""
+if TYPE_CHECKING:
+    from service.contracts_webhook import Hook, WebhookConfig
 
 SIGNATURE_HEADER: Final = "X-Firecrawl-Signature"
 """Firecrawl's signature header: `sha256=` and the hex HMAC-SHA256 of the raw body."""
 
 EVENT_ID_HEADER: Final = "X-Crawlstream-Event-Id"
 """A stable id per event (equal on every redelivery): receivers deduplicate on it."""
-
-Hook = Literal["started", "page", "completed", "failed"]
 
 _HOOKS: Final[dict[EventType, Hook]] = {
     EventType.ACCEPTED: "started",
@@ -37,24 +33,6 @@ _HOOKS: Final[dict[EventType, Hook]] = {
     EventType.CANCELLED: "failed",
 }
 """The webhook event each progress event gives (failed pages give none: `/errors`)."""
-
-
-class WebhookConfig(BaseModel):
-    """Where and what to deliver, as Firecrawl's `webhook` object."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    url: str = Field(min_length=1, max_length=4096)
-    headers: dict[str, str] = Field(default_factory=dict)
-    metadata: dict[str, JsonValue] = Field(default_factory=dict)
-    events: tuple[Hook, ...] = ("started", "page", "completed", "failed")
-
-    @classmethod
-    def of(cls, metadata: dict[str, Any]) -> WebhookConfig | None:
-        raw = metadata.get(WEBHOOK_KEY)
-        if isinstance(raw, str):
-            return cls(url=raw)
-        return cls.model_validate(raw) if isinstance(raw, dict) else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

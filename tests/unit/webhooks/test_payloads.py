@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from service.contracts import EventType, ProgressEvent
-from service.webhooks.payloads import WebhookConfig, hook_of, signature, verify, webhook_event
+from service.contracts_webhook import WebhookConfig
+from service.webhooks.payloads import hook_of, signature, verify, webhook_event
 
 
 def event(kind: EventType, result_id: str | None = None, detail: str | None = None):

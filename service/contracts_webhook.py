@@ -1,0 +1,31 @@
+"""A request's webhook configuration (`metadata.webhook`), as Kafka producers and the gateway
+give it: part of the request's contract, read by the gateway and the webhook dispatcher."""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+WEBHOOK_KEY: Final = "webhook"
+"""The key of the webhook configuration in a request's metadata."""
+
+Hook = Literal["started", "page", "completed", "failed"]
+
+
+class WebhookConfig(BaseModel):
+    """Where and what to deliver, as Firecrawl's `webhook` object."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(min_length=1, max_length=4096)
+    headers: dict[str, str] = Field(default_factory=dict)
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    events: tuple[Hook, ...] = ("started", "page", "completed", "failed")
+
+    @classmethod
+    def of(cls, metadata: dict[str, Any]) -> WebhookConfig | None:
+        raw = metadata.get(WEBHOOK_KEY)
+        if isinstance(raw, str):
+            return cls(url=raw)
+        return cls.model_validate(raw) if isinstance(raw, dict) else None
