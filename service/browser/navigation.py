@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from playwright.async_api import Frame, Page, Request
 
+    from service.browser.deadline import StepDeadline
     from service.egress.refusals import RefusedTargets
 
 PROBE_NAME: Final = "__crawlstreamProbe"
@@ -282,18 +283,19 @@ class NavigationWatch:
         return self._reading(answer, failures)
 
     async def settled_read(
-        self, quiet_s: float, max_s: float, timeout_s: float
+        self, quiet_s: float, max_s: float, deadline: StepDeadline
     ) -> tuple[Probe, str]:
         """`settle`, then `read`, in one round trip; the settling is best effort as in
-        `settle`: a page too busy to answer within `max_s` and a margin is read on its own."""
+        `settle`: a page too busy to answer within `max_s` and a margin is read on its own,
+        in what is left of `deadline` then."""
         failures = self.failures
         try:
             answer = await asyncio.wait_for(
                 self._page.evaluate(SETTLED_READ_SCRIPT, [quiet_s * 1000, max_s * 1000]),
-                min(max_s + WAIT_MARGIN_S, timeout_s),
+                min(max_s + WAIT_MARGIN_S, deadline.remaining_s()),
             )
         except TimeoutError:
-            return await self.read(timeout_s)
+            return await self.read(deadline.remaining_s())
         return self._reading(answer, failures)
 
     def _reading(self, answer: object, failures: int) -> tuple[Probe, str]:

@@ -178,7 +178,7 @@ async def _read(
             after, html = await watch.read(deadline.remaining_s())
         elif limits.settle_s > 0:  # the common case: settled and read in one round trip
             settle_s = min(limits.settle_s, navigation.left_s())
-            after, html = await watch.settled_read(QUIET_S, settle_s, deadline.remaining_s())
+            after, html = await watch.settled_read(QUIET_S, settle_s, deadline)
         else:
             after, html = await watch.read(deadline.remaining_s())
         screenshot = None

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from service.browser.deadline import StepDeadline
 from service.browser.navigation import (
     READ_PROBE,
     SETTLED_READ_SCRIPT,
@@ -82,7 +83,7 @@ async def test_a_settled_read_that_gets_no_answer_reads_the_page_on_its_own():
     page = _BusyToSettle()
     watch = NavigationWatch(page)  # type: ignore[arg-type]
 
-    probe, html = await watch.settled_read(0.25, max_s=3.0, timeout_s=0.2)
+    probe, html = await watch.settled_read(0.25, max_s=3.0, deadline=StepDeadline(0.2))
 
     assert page.scripts == [SETTLED_READ_SCRIPT, READ_PROBE]
     assert (probe.url, probe.status, html) == (URL, 200, "<html>read</html>")
