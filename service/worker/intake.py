@@ -20,8 +20,8 @@ _REQUEST_ID: Final = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 TOO_DEEP: Final = "nested too deeply to parse"
 
 INVALID_SELECTOR: Final = "invalid_selector"
-"""pydantic's error type for a selector that does not parse (`css_problem`)."""
-"""The rejection code of a request with a CSS selector that does not parse."""
+"""pydantic's error type for a CSS selector that does not parse (`css_problem`): its request is
+rejected with `DeadLetterCode.INVALID_SELECTOR`."""
 
 MAX_ERROR_MESSAGE: Final = 1000
 """Longest error message put in a dead letter's headers."""
