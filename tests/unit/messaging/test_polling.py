@@ -46,7 +46,8 @@ async def test_a_reading_that_swallows_its_cancel_still_ends_at_the_flag():
     await until(lambda: readings)
     await asyncio.wait_for(loop.stop(), 5)
     stopped_at = len(readings)
-    await asyncio.sleep(0.2)
+    assert not [task for task in asyncio.all_tasks() if task.get_name() == "test-poll"]
+    await asyncio.sleep(0)
     assert len(readings) == stopped_at
 
 
