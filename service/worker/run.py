@@ -386,7 +386,8 @@ class Run:
         )
 
     async def _take(self, record: FrontierRecord) -> None:
-        """A page record arrived: count the page once, send its event, fold its links."""
+        """A page record arrived: count the page once, send its event, fold its links (not
+        once the run is stopping: every page it counts must get a result)."""
         url = record.url
         if record.kind != "page" or url is None or url in self._done:
             return
@@ -400,7 +401,8 @@ class Run:
         self._mark("first_outcome")
         self._outputs.discovered = self._plan.discovered
         await self._outputs.page_done(url, record.outcome or "failed", record.error_code)
-        self._admit(await self._fold(record))
+        if self._stop is None:  # a stopped run admits nothing more: what it counts, it answers
+            self._admit(await self._fold(record))
 
     async def _fold(self, record: FrontierRecord) -> list[Admitted]:
         plan = self._plan
