@@ -33,6 +33,12 @@ STOP_DEADLINE_S: Final = 30.0
 JAVA_HEAP: Final = ("-Xms256m", "-Xmx768m")
 """Enough for a development broker; keeps the machine's memory for browsers."""
 
+JAVA_CPU: Final = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+"""A development broker shares two cores with browsers: the client compiler only and the
+serial collector. Measured here (start, 10 topic sets and 2,000 acknowledged sends, 30 s
+idle): CPU 5.1 -> 3.5 s to ready, 7.3 -> 4.3 s for the load (wall 5.4 -> 4.6 s), 2.1 ->
+1.1 s idle. Also for the storage tool, which runs once a start."""
+
 SCRAM_MECHANISM: Final = "SCRAM-SHA-256"
 """The SASL mechanism of the client listener when the broker is given SCRAM users."""
 
@@ -60,6 +66,9 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+# a single node's controller has no follower to keep fresh: a no-op metadata record every
+# 5 s instead of 500 ms (idle broker: 1.1 -> 0.8 CPU s in 30 s)
+metadata.max.idle.interval.ms=5000
 auto.create.topics.enable=false
 log.segment.bytes=67108864
 """
@@ -167,6 +176,7 @@ class LocalBroker:
             self._process = await asyncio.create_subprocess_exec(
                 java,
                 *JAVA_HEAP,
+                *JAVA_CPU,
                 log_config,
                 "-cp",
                 classpath,
@@ -321,6 +331,7 @@ async def _answers(options: dict[str, Any]) -> bool:
 async def _run_java(java: str, classpath: str, main: str, *args: str) -> None:
     process = await asyncio.create_subprocess_exec(
         java,
+        *JAVA_CPU,
         "-cp",
         classpath,
         main,
