@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 from graphsite import serve_graph
 from harness import Topics, WorkerProcess, collecting, running_broker, wait_for_leaders
+from shared_broker import BOOTSTRAP_ENV, SharedBroker, wanted
 from testsite import serve
 
 from service.messaging.topics import ensure_topics
@@ -18,6 +19,24 @@ if TYPE_CHECKING:
 
     from graphsite import GraphSite
     from testsite import TestSite
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A parallel run's controller starts the one broker its test processes share."""
+    if wanted(config):
+        broker = SharedBroker()
+        os.environ[BOOTSTRAP_ENV] = broker.start()
+        config.stash[_SHARED_BROKER] = broker
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    broker = config.stash.get(_SHARED_BROKER, None)
+    if broker is not None:
+        broker.stop()
+        os.environ.pop(BOOTSTRAP_ENV, None)
+
+
+_SHARED_BROKER = pytest.StashKey[SharedBroker]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
