@@ -12,9 +12,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import lxml.etree
 import lxml.html
-from extruct.jsonld import JsonLdExtractor
-from extruct.opengraph import OpenGraphExtractor
-from extruct.w3cmicrodata import MicrodataExtractor
 
 from service.contracts import StructuredData
 
@@ -23,9 +20,15 @@ if TYPE_CHECKING:
 
 _JSON_LD_BLOCKS: Final = lxml.etree.XPath('//script[@type="application/ld+json"]')
 
+# extruct is imported where it is used: its package imports every syntax it knows (rdflib,
+# pyRdfa, mf2py, requests), 170 ms of every worker's and gateway's start, for a format few
+# requests ask for (the first page asking pays it once).
+
 
 def structured_data(html: str, *, base_url: str) -> StructuredData:
     """The structured data of the page at `base_url`; empty lists when it declares none."""
+    from extruct.w3cmicrodata import MicrodataExtractor  # noqa: PLC0415 (see above)
+
     tree = _parsed(html)
     if tree is None:
         return StructuredData()
@@ -44,6 +47,8 @@ def _parsed(html: str) -> HtmlElement | None:
 
 
 def _json_ld(tree: HtmlElement) -> list[Any]:
+    from extruct.jsonld import JsonLdExtractor  # noqa: PLC0415 (see above)
+
     extractor = JsonLdExtractor()
     items: list[Any] = []
     for block in _JSON_LD_BLOCKS(tree):
@@ -55,6 +60,8 @@ def _json_ld(tree: HtmlElement) -> list[Any]:
 
 
 def _open_graph(tree: HtmlElement) -> dict[str, str]:
+    from extruct.opengraph import OpenGraphExtractor  # noqa: PLC0415 (see above)
+
     properties: dict[str, str] = {}
     for item in OpenGraphExtractor().extract_items(tree):
         for name, value in item["properties"]:
