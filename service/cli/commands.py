@@ -13,7 +13,6 @@ from service.broker import LocalBroker
 from service.client import CrawlClient
 from service.contracts import CrawlOptions, CrawlSpec
 from service.metrics import Metrics
-from service.worker.app import Worker
 
 if TYPE_CHECKING:
     import argparse
@@ -22,6 +21,8 @@ if TYPE_CHECKING:
 
 
 async def run_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from service.worker.app import Worker  # noqa: PLC0415 - the browser stack only for workers
+
     if args.role is not None:
         settings = settings.model_copy(update={"role": args.role})
     await Worker(settings, Metrics()).run()
