@@ -41,7 +41,7 @@ _SHARED_BROKER = pytest.StashKey[SharedBroker]()
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """`long_running` tests first, the rest in their order: `make test` hands whole modules
-    to its two test processes in this order, so the longest go out first and the short ones
+    to its test processes in this order, so the longest go out first and the short ones
     fill in around their waits."""
     items.sort(key=lambda item: item.get_closest_marker("long_running") is None)
 
