@@ -20,6 +20,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from service.backpressure.governor import newest_first
 from service.worker._slots import PageTicket, SlotLimits, SlotQueue
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from service.worker._slots import Waiting
 
-__all__ = ["AdmissionGate", "FixedGate", "PageScheduler", "PageTicket", "SlotLimits"]
+__all__ = ["AdmissionGate", "PageScheduler", "PageTicket", "SlotLimits"]
 
 T = TypeVar("T")
 
@@ -36,16 +37,6 @@ class AdmissionGate(Protocol):
     """Decides whether one more page may start now."""
 
     def admit(self, in_flight: int) -> bool: ...
-
-
-@dataclass(frozen=True, slots=True)
-class FixedGate:
-    """Admits up to `limit` pages at once, whatever the memory."""
-
-    limit: int
-
-    def admit(self, in_flight: int) -> bool:
-        return in_flight < self.limit
 
 
 @dataclass(slots=True, eq=False)
@@ -137,7 +128,7 @@ class PageScheduler:
 
     def shed(self, count: int) -> int:
         """Hand back the `count` newest running pages; returns how many were shed."""
-        victims = [r for r in reversed(self._running) if not r.shed][:count]
+        victims = newest_first([r for r in self._running if not r.shed], count)
         for running in victims:
             running.shed = True
             running.task.cancel()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from harness import Collected
@@ -32,7 +33,7 @@ from service.paths import HostRenderMemory, PageRenderer
 from service.settings import Settings
 from service.worker.deps import CoordinatorDeps, FetcherDeps
 from service.worker.placement import Hashed
-from service.worker.scheduler import FixedGate, PageScheduler, SlotLimits
+from service.worker.scheduler import PageScheduler, SlotLimits
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -49,6 +50,17 @@ Allow: /no-crawlstream/except
 Disallow: /no-crawlstream/
 """
 """The robots.txt `FakeRobotsSource` answers with unless told otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class FixedGate:
+    """An admission gate that admits up to `limit` pages at once, whatever the memory (the
+    worker's own is `MemoryGate`; `enforce=False` is the same in production)."""
+
+    limit: int
+
+    def admit(self, in_flight: int) -> bool:
+        return in_flight < self.limit
 
 
 class PublisherProtocol(Protocol):

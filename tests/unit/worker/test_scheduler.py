@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from inmemory import FixedGate
 from waiting import until
 
-from service.worker.scheduler import FixedGate, PageScheduler, PageTicket, SlotLimits
+from service.worker.scheduler import PageScheduler, PageTicket, SlotLimits
 
 ROOMY = SlotLimits(per_request=100, per_host=100)
 """Shares and host limits that never bind: the gate alone decides."""
