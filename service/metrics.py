@@ -160,7 +160,7 @@ class Metrics:
         )
         self.browser_restarts = Counter(
             "crawl_browser_restarts_total",
-            "Browsers replaced (recycled or crashed).",
+            "Browsers replaced, once each: died, pages (served their count), memory (grew).",
             ["reason"],
             registry=r,
         )

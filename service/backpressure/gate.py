@@ -53,7 +53,8 @@ class Browsers(Protocol):
     @property
     def pages_served(self) -> int: ...
     def trim_idle(self) -> None: ...
-    def recycle(self, reason: str) -> None: ...
+    def recycle(self, reason: str, cause: str) -> None:
+        """Replace the browser; the replacement is counted under `cause`."""
 
 
 class MemoryGate:
@@ -161,8 +162,7 @@ class MemoryGate:
         pages = in_flight * self._governor.page_cost_bytes
         growth = snapshot.tree_pss_bytes - self._browser_baseline - pages
         if self._governor.should_recycle_browser(pool.pages_served, growth):
-            pool.recycle(f"grew {growth // 2**20} MiB over {pool.pages_served} pages")
-            self._metrics.browser_restarts.labels("memory").inc()
+            pool.recycle(f"grew {growth // 2**20} MiB over {pool.pages_served} pages", "memory")
 
     def _note_bound(self, snapshot: MemorySnapshot) -> None:
         """Log and export a change of the limit that binds (e.g. a sidecar filled the pod)."""

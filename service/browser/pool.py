@@ -87,6 +87,8 @@ class _BrowserHandle:
     contexts: int = 0
     pages_served: int = 0
     retiring: bool = False
+    retired_for: str = "recycled"
+    """Why it retires, the `reason` its replacement is counted under (`pages`, `memory`)."""
 
     @property
     def alive(self) -> bool:
@@ -595,11 +597,13 @@ class BrowserPool:
         """Pages served by the current browser."""
         return self._current.pages_served if self._current is not None else 0
 
-    def recycle(self, reason: str) -> None:
-        """Start the next context on a fresh browser; the current one drains and closes."""
+    def recycle(self, reason: str, cause: str = "memory") -> None:
+        """Start the next context on a fresh browser; the current one drains and closes.
+        `reason` is logged; the replacement is counted once, under `cause`."""
         handle = self._current
         if handle is not None and not handle.retiring:
             handle.retiring = True
+            handle.retired_for = cause
             self._spares.clear()
             self._wiped.clear()
             log.info(
@@ -615,8 +619,8 @@ class BrowserPool:
             if handle is not None and handle.alive and not handle.retiring:
                 if handle.pages_served < self._settings.browser_recycle_pages:
                     return handle
-                self.recycle("pages")
-            reason = "recycled"
+                self.recycle("pages", "pages")
+            reason = handle.retired_for if handle is not None else ""
             if handle is not None and not handle.alive:
                 reason = "died"
                 log.warning("browser.died", generation=handle.generation)
