@@ -55,6 +55,7 @@ def reference_crawl(
     sitemap: bool = False,
     respect_nofollow: bool = True,
     ignore_query: bool = False,
+    scripts: bool = True,
 ) -> list[Admitted]:
     """The pages a breadth-first crawl admits, in admission order. Exactly:
 
@@ -68,7 +69,8 @@ def reference_crawl(
        when d < `max_depth` and its status is 200 (redirects, such as the 302 of `/go/private`
        to a private address, and 404s are failed pages whose links are not followed). Its links
        in document order: nofollow ones are skipped when `respect_nofollow`; links a script
-       inserted are followed like any other (the browser runs scripts). The target is
+       inserted are followed like any other when `scripts` (the browser runs them), and not
+       at all without (the HTTP path reads the document as served). The target is
        normalised (its query dropped when `ignore_query`). It is skipped if already seen, out
        of scope or failing include/exclude; otherwise it is seen (discovered) and admitted at
        depth d+1 with the page as parent, while fewer than `max_pages` are admitted. A URL
@@ -94,7 +96,7 @@ def reference_crawl(
         page = queue.popleft()
         if page.depth >= max_depth or site.status_of(page.url) != OK:
             continue
-        for url in _followed(site, page.url, respect_nofollow, ignore_query):
+        for url in _followed(site, page.url, respect_nofollow, ignore_query, scripts):
             if url not in crawl.seen and wanted(url):
                 queue.extend(crawl.admit(url, page.depth + 1, page.url))
     return crawl.admitted
@@ -122,10 +124,12 @@ class _Admissions:
 
 
 def _followed(
-    site: LinkGraph, page: str, respect_nofollow: bool, ignore_query: bool
+    site: LinkGraph, page: str, respect_nofollow: bool, ignore_query: bool, scripts: bool
 ) -> Iterator[str]:
     """The normalised targets of the links of `page` a crawl follows, in document order."""
     for link in site.links_of(page):
+        if link.by_script and not scripts:
+            continue
         if not (link.nofollow and respect_nofollow):
             yield normalise(link.target, ignore_query=ignore_query)
 

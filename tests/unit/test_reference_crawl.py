@@ -86,6 +86,13 @@ def test_script_inserted_link_is_followed_last():
     assert admitted[-1] == Admitted(url("/js-only"), 1, url("/p/4"))
 
 
+def test_without_scripts_the_script_inserted_link_is_not_followed():
+    """The HTTP path reads /p/4 as served: /js-only is never discovered, the rest is kept."""
+    with_scripts = crawl("/p/4", max_depth=1)
+    without = crawl("/p/4", max_depth=1, scripts=False)
+    assert without == with_scripts[:-1]
+
+
 def test_failed_pages_are_not_expanded():
     """A 404 seed and the 302 of /go/private are admitted, but no link is followed from them."""
     assert urls(crawl("/nope", "/go/private")) == [url("/nope"), url("/go/private")]
