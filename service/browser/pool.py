@@ -86,9 +86,13 @@ class _BrowserHandle:
     generation: int
     contexts: int = 0
     pages_served: int = 0
-    retiring: bool = False
-    retired_for: str = "recycled"
-    """Why it retires, the `reason` its replacement is counted under (`pages`, `memory`)."""
+    retired_for: str | None = None
+    """Why it retires (`pages`, `memory`): the `reason` its replacement is counted under;
+    None while it is current."""
+
+    @property
+    def retiring(self) -> bool:
+        return self.retired_for is not None
 
     @property
     def alive(self) -> bool:
@@ -597,12 +601,11 @@ class BrowserPool:
         """Pages served by the current browser."""
         return self._current.pages_served if self._current is not None else 0
 
-    def recycle(self, reason: str, cause: str = "memory") -> None:
+    def recycle(self, reason: str, cause: str) -> None:
         """Start the next context on a fresh browser; the current one drains and closes.
         `reason` is logged; the replacement is counted once, under `cause`."""
         handle = self._current
         if handle is not None and not handle.retiring:
-            handle.retiring = True
             handle.retired_for = cause
             self._spares.clear()
             self._wiped.clear()
@@ -620,7 +623,7 @@ class BrowserPool:
                 if handle.pages_served < self._settings.browser_recycle_pages:
                     return handle
                 self.recycle("pages", "pages")
-            reason = handle.retired_for if handle is not None else ""
+            reason = (handle.retired_for or "") if handle is not None else ""
             if handle is not None and not handle.alive:
                 reason = "died"
                 log.warning("browser.died", generation=handle.generation)
