@@ -157,7 +157,7 @@ async def test_result_urls_equal_the_reference_bfs(topics, collector, graph_site
     assert graph_site.url("/orphan/0") in orphans
     # page events count what is known: `discovered` never falls, `total` only grows
     events = [e for e in collector.seen.events_of("home-whole-site") if e.discovered is not None]
-    assert len(events) > len(expected["home-whole-site"])  # one a page, and the terminal
+    assert len(events) > len(expected["home-whole-site"]) + 1  # as strict as `> 300` of 299
     for earlier, later in itertools.pairwise(events):
         assert later.discovered >= earlier.discovered
         assert later.total >= earlier.total
