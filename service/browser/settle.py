@@ -141,19 +141,29 @@ async def _read_stable(
     deadline: StepDeadline,
     limits: SettleLimits,
 ) -> Reading:
-    """One reading of the document the page stays on."""
+    """One reading of the document the page stays on. A page that navigated by itself more
+    than `MAX_OWN_NAVIGATIONS` times is a redirect loop also when the chain ended before the
+    reading (on a busy machine the whole chain may run while the reader waits)."""
     for _ in range(MAX_READS):
-        if watch.loaded_documents > MAX_OWN_NAVIGATIONS + 1:
+        if _kept_navigating(watch):
             break
         try:
-            return await _read(page, watch, options, navigation, deadline, limits)
+            reading = await _read(page, watch, options, navigation, deadline, limits)
         except _NavigatedError:
             continue
+        if not _kept_navigating(watch):
+            return reading
+        break
     raise PageFailedError(
         ErrorCode.HTTP_ERROR,
         f"the page kept navigating by itself (more than {MAX_OWN_NAVIGATIONS} times:"
         " a client-side redirect loop)",
     )
+
+
+def _kept_navigating(watch: NavigationWatch) -> bool:
+    """More documents loaded than the first and `MAX_OWN_NAVIGATIONS` of the page's own."""
+    return watch.loaded_documents > MAX_OWN_NAVIGATIONS + 1
 
 
 async def _read(
