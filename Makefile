@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PARALLEL ?= -n 3 --dist loadfile
 
-.PHONY: setup demo test lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep bench-group clean
+.PHONY: setup demo test check lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep bench-group clean
 
 ## Install what is missing: Chromium (apt), the virtual environment, the locked packages.
 setup: $(STAMP)
@@ -30,6 +30,10 @@ demo: setup
 ## out first, so the run does not end on a long one.
 test: setup lint
 	$(BIN)/pytest -q $(PARALLEL)
+
+## The fast lane for every change: lint, types and the unit tests (no broker, no browser).
+check: setup lint
+	$(BIN)/pytest -q -n 2 tests/unit
 
 lint: setup
 	$(BIN)/ruff check service tests bench

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from harness import running_broker
@@ -72,9 +73,18 @@ class SharedBroker:
 
 
 def wanted(config: pytest.Config) -> bool:
-    """This is the controller of a parallel run and no cluster was given."""
+    """This is the controller of a parallel run that may need a broker, and no cluster was
+    given (a run of the unit tests alone, `make check`, needs none)."""
     return (
         not hasattr(config, "workerinput")
         and bool(getattr(config.option, "numprocesses", None))
         and not os.environ.get(BOOTSTRAP_ENV)
+        and not _unit_tests_only(config.args)
     )
+
+
+def _unit_tests_only(args: list[str]) -> bool:
+    """Every path the run was given lies under `tests/unit`."""
+    unit = (Path(__file__).parents[1] / "unit").resolve()
+    paths = [Path(arg.split("::")[0]).resolve() for arg in args if not arg.startswith("-")]
+    return bool(paths) and all(path == unit or unit in path.parents for path in paths)
