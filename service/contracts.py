@@ -235,6 +235,9 @@ RenderMode = Literal["browser", "http", "auto"]
 RenderedBy = Literal["browser", "http"]
 """Which path produced a page's result (`PageResult.rendered_by`)."""
 
+CacheState = Literal["hit", "revalidated", "miss", "bypass"]
+"""How the page cache took part in a result (`PageResult.cache_state`)."""
+
 
 class CrawlOptions(_Untrusted):
     """How each page of a request is fetched and what comes back."""
@@ -314,6 +317,14 @@ class CrawlOptions(_Untrusted):
     actions: Actions = ()
     """Steps run in order on the loaded page before its content is read (the browser only):
     see the README, "Page actions". At most 50."""
+    max_age_ms: int = Field(default=0, ge=0)
+    """Answer from the page cache when its entry is younger than this (0: always fetch). An
+    older entry with `ETag` or `Last-Modified` is revalidated with a conditional request; a
+    304 answers without a render (see docs/cache.md)."""
+    store_in_cache: bool = True
+    """Store what this request fetches in the page cache (when the answer allows it)."""
+    cache_only: bool = False
+    """Never contact the site: a page without a usable cache entry ends `cache_miss`."""
 
     _unique_formats = field_validator("formats", "block_resources")(_sorted_unique)
 
@@ -483,6 +494,9 @@ class ErrorCode(StrEnum):
     point or main landmark, little text) for as long as the worker waits for scripts to fill
     it: the page's content never appeared (a script failed, or it needs what the crawl does
     not give it, such as a login)."""
+    CACHE_MISS = "cache_miss"
+    """`cache_only` was asked and the page cache holds no usable entry for the page (the
+    site was not contacted)."""
     BLOCKED_BY_SITE = "blocked_by_site"
     """The site answered with a bot challenge or block page (403, 429 or 503 with the marks of
     Cloudflare, Akamai, PerimeterX, DataDome, or a reCAPTCHA, hCaptcha or Turnstile form; the
@@ -619,6 +633,14 @@ class PageResult(BaseModel):
     """The path that produced this result: `browser` or `http` (see `CrawlOptions.render`);
     null for pages never fetched (refused by the URL policy or robots.txt, cancelled, past the
     request's deadline, quarantined)."""
+    cache_state: CacheState | None = None
+    """How the page cache took part: `hit` (an entry younger than `max_age_ms`), `revalidated`
+    (an older entry the site confirmed with 304), `miss` (fetched, and stored when allowed),
+    `bypass` (the request is not eligible: headers, cookies, a session, a proxy, actions or
+    credentials in the URL); null for pages that never reached the cache."""
+    cached_at: Timestamp | None = None
+    """When the content this result carries was fetched: for `hit` and `revalidated` the
+    entry's first fetch; for a stored `miss` now; null when nothing was stored."""
 
 
 class EventType(StrEnum):

@@ -123,6 +123,25 @@ class Metrics:
         self.page_retries = Counter(
             "crawl_page_retries_total", "Pages tried again.", ["reason"], registry=r
         )
+        self.cache_lookups = Counter(
+            "crawl_cache_lookups_total",
+            "Pages by what the page cache did for them: hit, revalidated, miss, bypass, "
+            "cache_miss (cache only, no entry).",
+            ["outcome"],
+            registry=r,
+        )
+        self.cache_stores = Counter(
+            "crawl_cache_stores_total",
+            "Fetched pages by whether the page cache stored them: stored, not_storable "
+            "(no-store, private, not a 200), too_large, failed.",
+            ["outcome"],
+            registry=r,
+        )
+        self.cache_bytes_saved = Counter(
+            "crawl_cache_bytes_saved_total",
+            "Bytes of documents answered from the page cache instead of fetched.",
+            registry=r,
+        )
         self.memory_limit = Gauge(
             "crawl_memory_limit_bytes", "Memory limit the governor works against.", registry=r
         )

@@ -123,6 +123,18 @@ class Settings(BaseSettings):
     every coordinator agrees), which spreads hosts evenly over the fetchers; or `hash`, the
     key's murmur2 hash (no directory; a few hosts hash unevenly: 25 hosts went 5, 4, 4, 2, 2,
     2, 2, 1, 1, 1, 1, 0 over 12 partitions). Every coordinator must use the same."""
+    cache_index_topic: str = "crawl.cache.index"
+    """Compacted topic of the page cache's index records, keyed by cache key, with the
+    partitions of the pages topic: an entry sits on the partition its host is placed on."""
+    cache_bodies_topic: str = "crawl.cache.bodies"
+    """Compacted topic of the page cache's stored documents, co-partitioned with the index."""
+    cache_retention: Seconds = Field(default=timedelta(days=7), gt=timedelta(0))
+    """How long a cache entry is kept after it was written (`retention.ms` of the cache
+    topics when the worker creates them): no request is answered from an older one."""
+    cache_scope: Literal["shared", "tenant"] = "shared"
+    """`shared`: one entry per page variant answers every request eligible for it; `tenant`:
+    entries are kept apart per gateway tenant (and per Kafka producer's request metadata
+    `tenant`), for operators who want no sharing at all."""
     hosts_topic: str = "crawl.hosts"
     """Compacted topic of the host directory (`CRAWL_HOST_PLACEMENT=directory`), one
     partition, keyed by page key: the page partition each key was placed on. Every

@@ -22,10 +22,19 @@ if TYPE_CHECKING:
     from pydantic import JsonValue
 
     from service.content.extract import FollowRules
-    from service.contracts import CrawlOptions, DocumentInfo, RenderedBy, StructuredData
+    from service.contracts import (
+        CacheState,
+        CrawlOptions,
+        DocumentInfo,
+        RenderedBy,
+        StructuredData,
+    )
     from service.contracts_actions import ActionsOutput
 
 HTTP_ERROR_FROM: Final = 400
+
+CACHE_HEADERS: Final = frozenset({"cache-control", "etag", "last-modified"})
+"""The answer's headers the page cache reads (whether to store, how to revalidate)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +64,15 @@ class PageContent:
     """The links a deep crawl may follow from the page (when it asked)."""
     rendered_by: RenderedBy | None = None
     """The path that fetched the page (None: it was never fetched)."""
+    source_html: str | None = None
+    """The document the outputs were extracted from, whole (None when it was cut short):
+    what the page cache stores, so a later request derives its own outputs from it."""
+    cache_headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """The answer's `Cache-Control`, `ETag` and `Last-Modified` (lower-case names)."""
+    cache_state: CacheState | None = None
+    """What the page cache did for the page (None: it was not asked)."""
+    cached_at: datetime | None = None
+    """When the content was fetched, as the page cache holds it."""
 
     def result_fields(self) -> dict[str, object]:
         """The fields that go onto the `PageResult` as they are."""
@@ -127,6 +145,10 @@ async def page_content(
         or too_big_shots,
         retry_after_s=retry_after_s,
         outlinks=extracted.outlinks if error is None else None,
+        source_html=None if cut_html or truncated else html,
+        cache_headers={
+            name: value for name, value in (headers or {}).items() if name in CACHE_HEADERS
+        },
     )
 
 

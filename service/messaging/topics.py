@@ -51,6 +51,8 @@ def wanted_topics(settings: Settings) -> dict[str, int]:
         | {
             settings.frontier_topic: settings.requests_partitions,  # co-partitioned
             settings.pages_topic: settings.page_partitions,
+            settings.cache_index_topic: settings.page_partitions,  # co-partitioned
+            settings.cache_bodies_topic: settings.page_partitions,
             settings.hosts_topic: 1,  # one log, so its first record of a key is everyone's
         }
     )
@@ -58,7 +60,8 @@ def wanted_topics(settings: Settings) -> dict[str, int]:
 
 def check_copartitioned(settings: Settings, counts: dict[str, int]) -> None:
     """A coordinator reads frontier partition p for requests partition p: both topics are
-    keyed by request_id, so their partition counts must be equal."""
+    keyed by request_id, so their partition counts must be equal; a fetcher keeps the cache
+    entries of page partition p on partition p of the cache topics."""
     requests = counts.get(settings.requests_topic)
     frontier = counts.get(settings.frontier_topic)
     if requests is not None and frontier is not None and requests != frontier:
@@ -69,6 +72,15 @@ def check_copartitioned(settings: Settings, counts: dict[str, int]) -> None:
             f"Recreate {settings.frontier_topic} with {requests} partitions "
             f"(`crawlstream topics create` makes them equal), or add partitions to it."
         )
+    pages = counts.get(settings.pages_topic)
+    for cache in (settings.cache_index_topic, settings.cache_bodies_topic):
+        count = counts.get(cache)
+        if pages is not None and count is not None and pages != count:
+            raise ConfigurationError(
+                f"topic {cache} has {count} partitions and {settings.pages_topic} has "
+                f"{pages}: they must be equal, because a page's cache entry sits on the "
+                f"partition its host is placed on. Recreate {cache} with {pages} partitions."
+            )
 
 
 def partition_for(key: str | bytes, partitions: int) -> int:
@@ -89,6 +101,9 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
         # a placement contradicting an earlier one to write the earlier one again (it wins).
         configs["cleanup.policy"] = "compact"
         configs["min.compaction.lag.ms"] = str(HOSTS_COMPACTION_LAG_MS)
+    if name in {settings.cache_index_topic, settings.cache_bodies_topic}:
+        configs["cleanup.policy"] = "compact,delete"
+        configs["retention.ms"] = str(int(settings.cache_retention.total_seconds() * 1000))
     if name == settings.frontier_topic:
         configs["retention.ms"] = str(int(settings.frontier_retention.total_seconds() * 1000))
     return configs

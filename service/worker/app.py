@@ -13,6 +13,7 @@ import structlog
 from service.backpressure import Governor, MemorySampler
 from service.backpressure.gate import MemoryGate
 from service.browser.pool import BrowserPool
+from service.cache import KafkaCacheStore, PageCache
 from service.contracts import DeadLetterCode, ErrorCode, EventType, RecordSource
 from service.control import ActiveRuns, CancelRegistry, ControlReader
 from service.egress.proxy import EgressProxy
@@ -35,6 +36,7 @@ from service.worker.deps import CoordinatorDeps, FetcherDeps
 from service.worker.fetcher import Fetcher, LocalLane
 from service.worker.intake import parse_request
 from service.worker.outputs import RunOutputs
+from service.worker.page_keys import page_key
 from service.worker.placement import Hashed, HostDirectory
 from service.worker.run import Run
 from service.worker.scheduler import PageScheduler, SlotLimits
@@ -188,6 +190,9 @@ class Worker:
         robots = await stack.enter_async_context(RobotsCache(robots_source))
         static = await stack.enter_async_context(StaticFetcher(proxy.access, policy))
         renderer = PageRenderer.from_settings(static, settings, self._metrics)
+        publisher = await stack.enter_async_context(Publisher(settings))
+        store = await stack.enter_async_context(KafkaCacheStore(settings, publisher))
+        cache = PageCache(store, self._metrics, scope="")
         gate = await self._memory_gate(stack)
         scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))
         gate.attach(scheduler, pool)
@@ -195,7 +200,7 @@ class Worker:
         self._metrics.browser_pages.set_function(lambda: pool.open_pages)
         self._fetcher = FetcherDeps(
             settings=settings,
-            publisher=await stack.enter_async_context(Publisher(settings)),
+            publisher=publisher,
             metrics=self._metrics,
             control=control,
             pool=pool,
@@ -204,6 +209,8 @@ class Worker:
             robots=robots,
             refusals=refusals,
             renderer=renderer,
+            cache=cache,
+            static=static,
         )
         handlers: list[Fetcher] = []
         consumer = RecordConsumer(
@@ -227,6 +234,9 @@ class Worker:
             fetcher,
             owns=lambda key: _lane_may_take(consumer, placement.partition(key)),
             paused=lambda: gate.paused,
+            partition_of=lambda task: placement.partition(
+                page_key(task.url, task.options, settings)
+            ),
         )
         return consumer, lane
 

@@ -10,12 +10,14 @@ from service.frontier.log import read_job
 
 if TYPE_CHECKING:
     from service.browser.pool import BrowserPool
+    from service.cache import PageCache
     from service.contracts import FrontierRecord, PageTask, RecordSource
     from service.control import ControlReader
     from service.egress.refusals import RefusedTargets
     from service.frontier.sitemap import TextSource
     from service.frontier.tail import FrontierTail
     from service.http.robots import RobotsCache
+    from service.http.static import StaticFetcher
     from service.messaging.publisher import Publisher
     from service.metrics import Metrics
     from service.net.policy import UrlPolicy
@@ -95,3 +97,7 @@ class FetcherDeps:
     """Targets the egress proxy refused, so a refused https page is `blocked`."""
     renderer: PageRenderer
     """Picks each page's path (`render`: browser, http, auto) and runs it."""
+    cache: PageCache | None = None
+    """The page cache of the hosts this fetcher owns (None: every page is fetched)."""
+    static: StaticFetcher | None = None
+    """The HTTP client through the egress proxy, for the cache's conditional requests."""

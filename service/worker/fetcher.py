@@ -210,9 +210,12 @@ class LocalLane:
         fetcher: Fetcher,
         owns: Callable[[str], bool],
         paused: Callable[[], bool] = lambda: False,
+        partition_of: Callable[[PageTask], int | None] = lambda _task: None,
     ) -> None:
         self._fetcher = fetcher
         self._owns = owns
+        self._partition_of = partition_of
+        """The page partition a task's host is placed on (where its cache entry lives)."""
         self._paused = paused
         """The memory gate's last word on intake (`MemoryGate.paused`)."""
         self._running = Background()
@@ -235,7 +238,7 @@ class LocalLane:
             await asyncio.wait_for(self._fetcher.backlog_left(priority), ROOM_RECHECK_S)
 
     def start(self, task: PageTask, owned: asyncio.Event) -> asyncio.Task[None]:
-        page = self._fetcher.start_local(task, owned)
+        page = self._fetcher.start_local(task, owned, self._partition_of(task))
         self._running.keep(page)  # kept here: a run may end before its page's last record
         return page
 
@@ -396,7 +399,14 @@ class Fetcher:
                 await self._answer(task, owned, backlog, failed(ErrorCode.POISON, message))
             else:
                 charge = _Charge(self._deliveries, record, backlog.rendering)
-                await self._answer(task, owned, backlog, charge=charge, taken_at=record.timestamp)
+                await self._answer(
+                    task,
+                    owned,
+                    backlog,
+                    charge=charge,
+                    taken_at=record.timestamp,
+                    partition=record.partition,
+                )
 
     def queued(self, partition: int) -> int:
         """Page records of `partition` taken here and waiting for a slot (its host may be at
@@ -425,20 +435,26 @@ class Fetcher:
                 left.set_result(None)
                 return
 
-    def start_local(self, task: PageTask, owned: asyncio.Event) -> asyncio.Task[None]:
+    def start_local(
+        self, task: PageTask, owned: asyncio.Event, partition: int | None = None
+    ) -> asyncio.Task[None]:
         """Render a task of this process's coordinator here, without the pages topic (this
         fetcher owns the task's partition, so the host's limits hold as for its records).
         No record carries it, so nothing is charged: were this process to die under the
         page, its request is delivered again, and a redelivered request's pages all go
         through the topic, where deaths are counted per page."""
         backlog = _Backlog(self._deps.scheduler, self._left)  # before any await, as a record's
-        return asyncio.create_task(self._local(task, owned, backlog))
+        return asyncio.create_task(self._local(task, owned, backlog, partition))
 
-    async def _local(self, task: PageTask, owned: asyncio.Event, backlog: _Backlog) -> None:
+    async def _local(
+        self, task: PageTask, owned: asyncio.Event, backlog: _Backlog, partition: int | None
+    ) -> None:
         told = _Told()
         try:
             with structlog.contextvars.bound_contextvars(url=task.url, local=True):
-                await self._answer(task, owned, backlog, charge=_NO_CHARGE, told=told)
+                await self._answer(
+                    task, owned, backlog, charge=_NO_CHARGE, told=told, partition=partition
+                )
         except Exception as exc:  # the local page's error boundary: its run gets an answer
             log.exception("page.crashed", error=repr(exc))
             if told.coordinator:  # its result is out and counted: no second, contradicting one
@@ -458,8 +474,10 @@ class Fetcher:
         charge: Rendering = _NO_CHARGE,
         taken_at: int | None = None,
         told: _Told | None = None,
+        partition: int | None = None,
     ) -> None:
-        """Render the task (unless `content` is given), then publish its answer."""
+        """Render the task (unless `content` is given), then publish its answer; `partition`
+        is the page partition of the task's host (where its cache entry lives)."""
         started = time.monotonic()
         # The run's context is held from here, before the policy and robots checks (the
         # run's `last` page ending while this one is still in them would hand it back, and
@@ -469,7 +487,7 @@ class Fetcher:
         self.contexts.hold(task.run_id, last=task.last)
         try:
             if content is None:
-                content = await self._content(task, charge)
+                content = await self._content(task, charge, partition)
             backlog.leave()  # publishing is no work for a slot: intake may go on
             result = self._stage.result(task, content, started)
             rendered = time.monotonic()
@@ -486,7 +504,9 @@ class Fetcher:
             published_ms=_ms(rendered),
         )
 
-    async def _content(self, task: PageTask, charge: Rendering) -> PageContent:
+    async def _content(
+        self, task: PageTask, charge: Rendering, partition: int | None
+    ) -> PageContent:
         """The page's content, or the result of what stopped it (cancel, deadline)."""
         stop = _PageStop()
         # A cancel read after this check reaches the page live (registered below, no
@@ -504,7 +524,9 @@ class Fetcher:
             timer = asyncio.get_running_loop().call_later(
                 left_s, stop.halt, self._deadline_stop(task)
             )
-        stop.task = asyncio.ensure_future(self._stage.content(task, charge=charge))
+        stop.task = asyncio.ensure_future(
+            self._stage.content(task, charge=charge, partition=partition)
+        )
         try:
             with self._active.running(task.request_id, stop):
                 return await stop.task

@@ -18,11 +18,14 @@ import structlog
 from service.background import Background
 from service.browser import SettleLimits
 from service.browser.render import fetch_page
+from service.cache import CachedPage
 from service.content.extract import FollowRules
 from service.content.page import failed
 from service.contracts import ErrorCode, PageResult, result_id_for, utc_now
 from service.errors import BrowserUnavailableError
+from service.http.identity import HttpIdentity
 from service.http.robots import USER_AGENT
+from service.http.static import StaticAnswer
 from service.logs import get_logger
 from service.net.hosts import host_key
 from service.net.policy import BlockedUrlError, UnresolvableHostError
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from service.browser.pool import BrowserPool, RequestContext
+    from service.cache import Validators
     from service.content.page import PageContent
     from service.contracts import CrawlOptions, PageTask
     from service.worker.deps import FetcherDeps
@@ -41,6 +45,10 @@ log = get_logger(__name__)
 
 BROWSER_ATTEMPTS: Final = 3
 """Tries per page when the browser dies under it; then the page fails `browser_crash`."""
+
+REVALIDATION_BYTES: Final = 1
+"""Body bytes a revalidation reads: its status is the answer (a 200 is then fetched in full
+by the page's own path)."""
 
 CONTEXT_LINGER_S: Final = 5.0
 """How long a run's browser context stays open here after its pages here ended, while more
@@ -210,14 +218,63 @@ class PageStage:
         self._settle = SettleLimits.from_settings(deps.settings)
         self._charging = Background()
 
-    async def content(self, task: PageTask, *, charge: Rendering) -> PageContent:
+    async def content(
+        self, task: PageTask, *, charge: Rendering, partition: int | None = None
+    ) -> PageContent:
         """The page's content; the caller holds the run's context (`RunContexts.hold`) from
-        before this to after the page's result is published."""
+        before this to after the page's result is published. `partition`: the page
+        partition the task's host is placed on, where its cache entry lives."""
         structlog.contextvars.bind_contextvars(url=task.url, run_id=task.run_id)
-        content = await self._check_policy(task.url) or await self._check_robots(task)
+        content = await self._check_policy(task.url)
+        if content is not None:
+            return content
+        cache = self._deps.cache
+        if cache is None:
+            return await self._fetched(task, charge)
+        page = CachedPage(
+            task=task,
+            partition=partition,
+            follow=_follow_rules(task),
+            max_bytes=int(self._deps.settings.max_result_bytes),
+        )
+        return await cache.content(
+            page,
+            fetch=lambda: self._fetched(task, charge),
+            revalidate=lambda validators: self._revalidate(task, validators),
+        )
+
+    async def _fetched(self, task: PageTask, charge: Rendering) -> PageContent:
+        """The page from its site: robots.txt first, then tries until an answer holds."""
+        content = await self._check_robots(task)
         if content is not None:
             return content
         return await self._fetch_with_retries(task, charge)
+
+    async def _revalidate(self, task: PageTask, validators: Validators) -> int | None:
+        """The status of one conditional GET of the page through the egress proxy, in a
+        page slot (it counts against the host's limit); None when it got no answer."""
+        if await self._check_robots(task) is not None:
+            return None
+        static = self._deps.static
+        if static is None:
+            return None
+        identity = HttpIdentity(
+            headers=tuple(validators.request_headers().items()),
+            user_agent=task.options.user_agent,
+        )
+        timeout_s = min(
+            task.options.timeout_ms / 1000, self._deps.settings.max_page_timeout.total_seconds()
+        )
+        host = host_key(task.url)
+        ticket = PageTicket(request=task.run_id, priority=task.priority, host=host)
+
+        async def ask() -> int | None:
+            answer = await static.fetch(
+                task.url, timeout_s=timeout_s, max_bytes=REVALIDATION_BYTES, identity=identity
+            )
+            return answer.status if isinstance(answer, StaticAnswer) else None
+
+        return await self._deps.scheduler.run(ask, ticket)
 
     def _charge_beside(self, charge: Rendering) -> None:
         """Begin committing `charge` without waiting for it (kept until it is done)."""
@@ -314,11 +371,7 @@ class PageStage:
 
     async def _render(self, task: PageTask, host: str, timeout_s: float) -> PageContent:
         self._deps.metrics.pages_in_flight.inc()
-        follow = (
-            None
-            if task.follow is None
-            else FollowRules(respect_nofollow=task.follow.respect_nofollow)
-        )
+        follow = _follow_rules(task)
         try:
             return await self._deps.renderer.render(
                 task.url,
@@ -354,6 +407,13 @@ class PageStage:
                 self._deps.metrics.page_retries.labels("browser").inc()
                 last = exc
         return failed(ErrorCode.BROWSER_CRASH, str(last))
+
+
+def _follow_rules(task: PageTask) -> FollowRules | None:
+    """How the page's links are read for a deep crawl (None: it follows none)."""
+    if task.follow is None:
+        return None
+    return FollowRules(respect_nofollow=task.follow.respect_nofollow)
 
 
 async def _quietly(charging: Awaitable[None]) -> None:

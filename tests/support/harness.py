@@ -98,6 +98,14 @@ class Topics:
     def hosts(self) -> str:
         return f"{self.prefix}.hosts"
 
+    @property
+    def cache_index(self) -> str:
+        return f"{self.prefix}.cache.index"
+
+    @property
+    def cache_bodies(self) -> str:
+        return f"{self.prefix}.cache.bodies"
+
     def env(self, **overrides: str) -> dict[str, str]:
         base = {
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
@@ -109,6 +117,8 @@ class Topics:
             "CRAWL_FRONTIER_TOPIC": self.frontier,
             "CRAWL_PAGES_TOPIC": self.pages,
             "CRAWL_HOSTS_TOPIC": self.hosts,
+            "CRAWL_CACHE_INDEX_TOPIC": self.cache_index,
+            "CRAWL_CACHE_BODIES_TOPIC": self.cache_bodies,
             "CRAWL_GROUP_ID": f"{self.prefix}-group",
             "CRAWL_FETCHER_GROUP_ID": f"{self.prefix}-fetchers",
             "CRAWL_PAGE_PARTITIONS": "4",
@@ -132,6 +142,8 @@ class Topics:
             "frontier_topic": self.frontier,
             "pages_topic": self.pages,
             "hosts_topic": self.hosts,
+            "cache_index_topic": self.cache_index,
+            "cache_bodies_topic": self.cache_bodies,
             "group_id": env["CRAWL_GROUP_ID"],
             "fetcher_group_id": env["CRAWL_FETCHER_GROUP_ID"],
             "page_partitions": 4,
@@ -339,6 +351,8 @@ async def wait_for_leaders(topics: Topics, partitions: int = 4) -> None:
         topics.frontier,
         topics.pages,
         topics.hosts,
+        topics.cache_index,
+        topics.cache_bodies,
     )
     try:
         await client.bootstrap()

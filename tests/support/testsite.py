@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+import _cachepages
 import _content
 import _hostile
 import _identity
@@ -64,6 +65,8 @@ class TestSite:
     """Requests of `/isolation/late-cookie` received per `tag`."""
     late_ended: Counter[str]
     """Requests of `/isolation/late-cookie` ended (answered or cancelled) per `tag`."""
+    cache_answers: Counter[str]
+    """Answers of the `/cache/...` pages, keyed `"<path> <status>"`."""
 
     def url(self, path: str) -> str:
         """The absolute URL of `path` (which starts with `/`, and may carry a query)."""
@@ -86,6 +89,8 @@ def build_app() -> web.Application:
     app.add_routes(_proxyabuse.ROUTES)
     app.add_routes(_content.ROUTES)
     app.add_routes(_identity.ROUTES)
+    _cachepages.install(app)
+    app.add_routes(_cachepages.ROUTES)
     return app
 
 
@@ -111,6 +116,7 @@ async def serve(host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[TestSit
             cached_fetches=app[_state.CACHED_FETCHES],
             late_arrived=app[_state.LATE_ARRIVED],
             late_ended=app[_state.LATE_ENDED],
+            cache_answers=app[_cachepages.CACHE_ANSWERS],
         )
     finally:
         await runner.cleanup()

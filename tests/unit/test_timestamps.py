@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 EXPECTED_INSTANTS = {
     "CrawlRequest.expires_at",
     "PageResult.fetched_at",
+    "PageResult.cached_at",
     "ProgressEvent.at",
     "CancelControl.at",
     "PageTask.deadline_at",
