@@ -12,6 +12,7 @@ import pytest
 REPO: Final = Path(__file__).resolve().parents[2]
 README: Final = REPO / "README.md"
 DOCS: Final = REPO / "docs"
+OPERATIONS: Final = REPO / "deploy" / "README.md"
 
 README_MAX_LINES: Final = 300
 """A front door: what it is, the two commands, the ways in, the guarantees, the index."""
@@ -87,7 +88,9 @@ def test_every_docs_page_is_linked_from_the_readme():
     assert missing == []
 
 
-@pytest.mark.parametrize("path", [README, *_pages()], ids=lambda path: str(path.relative_to(REPO)))
+@pytest.mark.parametrize(
+    "path", [README, OPERATIONS, *_pages()], ids=lambda path: str(path.relative_to(REPO))
+)
 def test_relative_links_resolve(path: Path):
     broken = [why for target in _relative_links(path) if (why := _broken(path, target))]
     assert broken == []
