@@ -10,7 +10,7 @@ On the generated 300-page graph site (tests/support/graphsite.py), with default 
     terminal event read, `--rounds` times alternating. Prints pages/s and their ratio.
 (b) three workers in the group, the same two crawls: a list crawl spreads its requests over
     the replicas, a deep crawl renders on its owner. This is the measurement behind rendering
-    a job on its owner (see the README, "Deep crawl").
+    a job on its owner (see docs/job-control.md, "Deep crawl").
 (c) memory: `SeenSet` of 100,000 URL fingerprints (table bytes and tracemalloc peak), and a
     `CrawlPlan` fed 100,000 discovered URLs (budget 10,000).
 """

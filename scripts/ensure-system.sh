@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the system pieces the project needs when they are missing: Chromium from Debian, and
-# kcat (the README's example of a client in another language; its tests skip without it).
+# kcat (docs/contracts.md's example of a client in another language; its tests skip without it).
 # Java 17 and Maven are expected on the machine (the broker's jars are resolved on first use).
 set -euo pipefail
 

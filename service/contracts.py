@@ -316,7 +316,7 @@ class CrawlOptions(_Untrusted):
     Credentials never appear in logs, results or events."""
     actions: Actions = ()
     """Steps run in order on the loaded page before its content is read (the browser only):
-    see the README, "Page actions". At most 50."""
+    see docs/contracts.md, "Page actions". At most 50."""
     max_age_ms: int = Field(default=0, ge=0)
     """Answer from the page cache when its entry is younger than this (0: always fetch). An
     older entry with `ETag` or `Last-Modified` is revalidated with a conditional request; a
@@ -340,8 +340,8 @@ class CrawlOptions(_Untrusted):
 
 
 class CrawlSpec(_Untrusted):
-    """Follow links from the request's URLs (the seeds): a deep crawl. See the README, "Deep
-    crawl", for the order pages are admitted in and how the budget is kept exactly."""
+    """Follow links from the request's URLs (the seeds): a deep crawl. See docs/job-control.md,
+    "Deep crawl", for the order pages are admitted in and how the budget is kept exactly."""
 
     max_pages: int = Field(ge=1)
     """Pages that get a result (failed ones included), seeds and sitemap pages included; never
@@ -579,7 +579,7 @@ class PageResult(BaseModel):
     """One page of a request, written by workers to the results topic, keyed by request_id.
 
     A result larger than the producer's message limit travels as ordered chunks of its JSON
-    (see the README, "Large results"); `crawlstream.client` reassembles them.
+    (see docs/contracts.md, "Large results"); `crawlstream.client` reassembles them.
     """
 
     model_config = ConfigDict(frozen=True, validate_by_name=True, serialize_by_alias=True)
@@ -726,7 +726,7 @@ class ControlMessage(RootModel[Annotated[CancelControl, Field(discriminator="typ
 class FrontierRecord(BaseModel):
     """A deep crawl's durable progress, written by the job's owner to the frontier topic,
     keyed by request_id: the sitemap it read, and each finished page's candidate links. The
-    next owner of the job replays them (see the README, "Deep crawl"). A record larger than
+    next owner of the job replays them (see docs/job-control.md, "Deep crawl"). A record larger than
     one message travels as ordered chunks, as large results do."""
 
     model_config = ConfigDict(frozen=True)

@@ -1,7 +1,7 @@
 """Generate `schemas/`: the JSON Schema of each message and an AsyncAPI 3 document.
 
 The AsyncAPI document is produced by FastStream from a broker that only declares the topics:
-the worker's runtime does not go through FastStream (see the README's architecture section).
+the worker's runtime does not go through FastStream (see docs/architecture.md).
 """
 
 from __future__ import annotations

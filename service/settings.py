@@ -1,7 +1,7 @@
 """One settings tree, read from the environment (prefix `CRAWL_`) and nowhere else.
 
-Every field's docstring is its documentation: `crawlstream settings` prints the README table
-from them.
+Every field's docstring is its documentation: `crawlstream settings --out docs/settings.md`
+makes the settings page from them.
 """
 
 from __future__ import annotations

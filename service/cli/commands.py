@@ -146,10 +146,20 @@ async def run_schemas(args: argparse.Namespace, _: Settings) -> int:
     return 0
 
 
-async def run_settings(_: argparse.Namespace, __: Settings) -> int:
-    from service.settings_doc import settings_table  # noqa: PLC0415
+async def run_settings(args: argparse.Namespace, _: Settings) -> int:
+    from service import settings_doc  # noqa: PLC0415
 
-    print(settings_table())  # noqa: T201
+    if args.check:
+        page = args.out or settings_doc.SETTINGS_PAGE
+        if settings_doc.differs(page):
+            print(f"{page} differs from the settings", file=sys.stderr)  # noqa: T201
+            return 1
+        return 0
+    if args.out is None:
+        print(settings_doc.settings_page(), end="")  # noqa: T201
+        return 0
+    args.out.write_text(settings_doc.settings_page(), encoding="utf-8")
+    print(args.out)  # noqa: T201
     return 0
 
 

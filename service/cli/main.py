@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     schemas = commands.add_parser("schemas", help="write JSON Schemas and AsyncAPI")
     schemas.add_argument("--out", type=Path, default=Path("schemas"))
     schemas.add_argument("--check", action="store_true", help="fail when files differ")
-    commands.add_parser("settings", help="print the settings table (Markdown)")
+    _add_settings(commands)
     topics = commands.add_parser("topics", help="the service's topics")
     topics_commands = topics.add_subparsers(dest="topics_command", required=True)
     topics_commands.add_parser(
@@ -98,6 +98,12 @@ def _add_servers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     gateway = commands.add_parser("gateway", help="serve Firecrawl's v2 HTTP API over the cluster")
     gateway.add_argument("--port", type=int, default=None, help="default CRAWL_GATEWAY_PORT")
     commands.add_parser("webhooks", help="deliver the webhooks of every job (a consumer group)")
+
+
+def _add_settings(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    page = commands.add_parser("settings", help="the settings page (Markdown)")
+    page.add_argument("--out", type=Path, default=None, help="write it here")
+    page.add_argument("--check", action="store_true", help="fail when --out differs")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -3,7 +3,7 @@ content and tags, mobile, location, actions, proxy, the `json` format's selector
 PDF parsers. Pure: the contract then validates the values (a bad header, selector or action
 is a 400 naming its Firecrawl path).
 
-Decisions (see the README, "Using it from Firecrawl's SDKs"):
+Decisions (see docs/firecrawl.md):
 - `onlyMainContent` keeps Firecrawl's default, true: a Firecrawl caller gets what Firecrawl
   gives (the service's own default, off, is for Kafka producers).
 - `mobile: true` is the Playwright device `Pixel 7` (an Android Chrome: the engine the

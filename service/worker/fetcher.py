@@ -126,12 +126,11 @@ class LaneRecords:
     The coordinator in this process was given each local page's outcome at once (its
     result was acknowledged first); the record is only for a next coordinator rebuilding
     the run, so it waits up to `LANE_RECORDS_LINGER_S` for others: one produce, and one
-    fetch of the coordinator's tail, for several pages instead of one each (per page, on
-    the browser path, the broker's CPU went from 1.7x the old main's to about its own).
-    Were the process to die before they are written, the next owner renders those pages
-    again (their results keep their `result_id`). They do not wait for the request
-    partition's ownership: a late record only says what is true, that the page's result
-    is published.
+    fetch of the coordinator's tail, for several pages instead of one each (the measured
+    reason is in docs/decisions/local-lane.md). Were the process to die before they are
+    written, the next owner renders those pages again (their results keep their
+    `result_id`). They do not wait for the request partition's ownership: a late record
+    only says what is true, that the page's result is published.
     """
 
     def __init__(
@@ -417,9 +416,8 @@ class Fetcher:
         """Done when a page leaves the backlog (its content is there) and this is the oldest
         run of those asking (lowest `priority`, then the first to ask): one page's room
         wakes one run, so the oldest runs go on and finish first, as the page slots serve
-        them, instead of every run taking turns (each would hold a browser context the
-        while: 14 contexts for 30 requests against 7, and runs stalled until their
-        context's linger ran out)."""
+        them, and no run holds a browser context while others take turns (see
+        docs/decisions/oldest-run-first.md)."""
         left: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._asked += 1
         if len(self._leaving) >= STALE_WAITERS:  # those that gave up (timed out) are dropped
@@ -480,10 +478,10 @@ class Fetcher:
         is the page partition of the task's host (where its cache entry lives)."""
         started = time.monotonic()
         # The run's context is held from here, before the policy and robots checks (the
-        # run's `last` page ending while this one is still in them would hand it back, and
-        # this page would open another: 13 contexts for 30 requests where 8 did), until the
-        # result is out, not the render's end (its wipe, Chromium's CPU, would slow the
-        # result's produce on a busy machine).
+        # run's `last` page ending while this one is still in them would otherwise hand it
+        # back, and this page would open another), until the result is out, not the
+        # render's end (its wipe, Chromium's CPU, would slow the result's produce on a busy
+        # machine). Measured reasons: docs/decisions/context-linger.md.
         self.contexts.hold(task.run_id, last=task.last)
         try:
             if content is None:
@@ -592,9 +590,9 @@ class Fetcher:
             self._local_tail.offer(record)
         if told is not None:  # a local page: only a rebuild needs its record now
             told.coordinator = True
-            # Not written at once even for the run's last page: its terminal event would
-            # share the broker with this produce (p50 19 ms to its ack against 7 alone); a
-            # deep crawl flushes them before its terminal event (`LocalLane.recorded`).
+            # Not written at once even for the run's last page, so its terminal event does
+            # not share the broker with this produce (docs/decisions/local-lane.md); a deep
+            # crawl flushes them before its terminal event (`LocalLane.recorded`).
             self.lane_records.add(record, chunk_id)
         else:
             await outbox.put(

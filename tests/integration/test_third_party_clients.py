@@ -1,5 +1,5 @@
-"""Clients in other languages work as the README says: its kcat lines, murmur2 partitions, and
-chunked results that string-based clients can join."""
+"""Clients in other languages work as docs/contracts.md says: its kcat lines, murmur2
+partitions, and chunked results that string-based clients can join."""
 
 from __future__ import annotations
 
@@ -32,11 +32,12 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-README_SECTION = "### Producing from other languages"
-README_BOOTSTRAP = "localhost:9092"
-"""The address the README's kcat lines use; the test puts its own broker's in its place."""
+DOC_PAGE = REPO / "docs" / "contracts.md"
+DOC_SECTION = "## Producing from other languages"
+DOC_BOOTSTRAP = "localhost:9092"
+"""The address the page's kcat lines use; the test puts its own broker's in its place."""
 
-README_LINES = {
+DOC_LINES = {
     "create": lambda line: "crawlstream topics create" in line,
     "partition": lambda line: "crawlstream topics partition" in line,
     "produce": lambda line: "kcat -P" in line,
@@ -45,7 +46,7 @@ README_LINES = {
     "one_partition": lambda line: "-t crawl.progress" in line and " -p " in line,
     "results": lambda line: "-t crawl.results" in line,
 }
-"""What each line of the README's kcat block is for; every line must be one of these."""
+"""What each line of the page's kcat block is for; every line must be one of these."""
 
 TERMINAL = re.compile(r'"type":"(completed|failed|expired)"')
 RESULT_DEADLINE_S = 180.0
@@ -64,13 +65,13 @@ async def fresh_broker() -> AsyncIterator[LocalBroker]:
         yield broker
 
 
-def readme_lines(bootstrap: str) -> dict[str, str]:
-    """The README's kcat block by purpose, pointed at `bootstrap` (nothing else changed)."""
-    commands = shell_commands((REPO / "README.md").read_text(), README_SECTION)
-    found = {kind: [c for c in commands if wanted(c)] for kind, wanted in README_LINES.items()}
+def doc_lines(bootstrap: str) -> dict[str, str]:
+    """The page's kcat block by purpose, pointed at `bootstrap` (nothing else changed)."""
+    commands = shell_commands(DOC_PAGE.read_text(), DOC_SECTION)
+    found = {kind: [c for c in commands if wanted(c)] for kind, wanted in DOC_LINES.items()}
     assert all(len(lines) == 1 for lines in found.values()), found
     assert sorted(commands) == sorted(lines[0] for lines in found.values()), commands
-    return {kind: lines[0].replace(README_BOOTSTRAP, bootstrap) for kind, lines in found.items()}
+    return {kind: lines[0].replace(DOC_BOOTSTRAP, bootstrap) for kind, lines in found.items()}
 
 
 async def read_until_terminal(line: str, env: dict[str, str], request_id: str) -> list[str]:
@@ -99,13 +100,13 @@ def headers_of(message: dict[str, Any]) -> dict[str, str]:
     return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
-async def test_the_readme_kcat_lines_work_as_written(fresh_broker, tmp_path):
-    """On a fresh broker the README's lines create the topics, produce before any worker has
+async def test_the_documented_kcat_lines_work_as_written(fresh_broker, tmp_path):
+    """On a fresh broker the documented lines create the topics, produce before any worker has
     run, then read r-1's events (to the end and exit; live on a terminal; from its murmur2
     partition alone) and its result."""
     kcat_or_skip()
     bootstrap = fresh_broker.bootstrap_servers
-    lines = readme_lines(bootstrap)
+    lines = doc_lines(bootstrap)
     env = {"KAFKA_BOOTSTRAP_SERVERS": bootstrap}
     for kind in ("create", "produce"):
         ran = await run(lines[kind], env, REPO)
@@ -132,7 +133,7 @@ async def test_the_readme_kcat_lines_work_as_written(fresh_broker, tmp_path):
     match = re.search(r" -p (\d+) ", lines["one_partition"])
     assert match is not None
     key_partition = int(match.group(1))
-    assert one_partition.lines == so_far  # every r-1 message is on the README's partition
+    assert one_partition.lines == so_far  # every r-1 message is on the documented partition
     assert seen[0].source is not None
     assert seen[0].source.partition == key_partition  # where murmur2_random put the request
     assert partitions.stdout.decode().split() == [

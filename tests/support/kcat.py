@@ -1,4 +1,4 @@
-"""Running shell lines that call kcat (the README's third-party client) with deadlines.
+"""Running shell lines that call kcat (the third-party client of docs/contracts.md) with deadlines.
 
 `run` waits for a line that ends by itself; `follow_in_terminal` runs one that never ends on
 a pseudo-terminal, as a person at a shell would, and reads it until a wanted line appears.

@@ -1,4 +1,4 @@
-"""The dead-letter codes are a contract: the README lists exactly the ones the code uses."""
+"""The dead-letter codes are a contract: docs/contracts.md lists exactly the ones the code uses."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from pathlib import Path
 
 from service.contracts import DeadLetterCode
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONTRACTS = Path(__file__).resolve().parents[2] / "docs" / "contracts.md"
 
 
 def _documented() -> set[str]:
-    """The codes in the parenthesis after `crawlstream-error-code` in the README's paragraph
-    on dead letters (not the backticked words inside each code's own explanation)."""
-    text = README.read_text()
+    """The codes in the parenthesis after `crawlstream-error-code` in the contracts page's
+    paragraph on dead letters (not the backticked words inside each code's own explanation)."""
+    text = CONTRACTS.read_text()
     start = text.index("`crawlstream-error-code`", text.index("**Dead letters**"))
     codes: set[str] = set()
     depth = 0
@@ -29,5 +29,5 @@ def _documented() -> set[str]:
     return codes
 
 
-def test_the_readme_lists_every_dead_letter_code_and_no_other():
+def test_the_contracts_page_lists_every_dead_letter_code_and_no_other():
     assert _documented() == {code.value for code in DeadLetterCode}

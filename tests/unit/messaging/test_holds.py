@@ -1,7 +1,8 @@
 """Which held partitions the consumer pauses in the client (`Holds`): only those held for
-`HOLD_S`. Pausing at once dropped the records aiokafka had fetched ahead, and the partition's
-next fetch waited behind the broker's long poll of the others (500 ms): a fetcher of short
-HTTP pages, held every few dozen pages, idled most of each cycle (0.40 of the old main)."""
+`HOLD_S`. Pausing at once would drop the records aiokafka fetched ahead, and the partition's
+next fetch would wait behind the broker's long poll of the others (500 ms): a fetcher of short
+HTTP pages, held every few dozen pages, would idle most of each cycle
+(docs/decisions/holding-before-pausing.md)."""
 
 from __future__ import annotations
 
