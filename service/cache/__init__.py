@@ -8,7 +8,7 @@ from service.cache.freshness import Validators, Worth, storable, worth
 from service.cache.pages import CachedPage, PageCache
 from service.cache.records import CacheIndexRecord, StoredPage
 from service.cache.store import CacheStore, KafkaCacheStore
-from service.cache.variant import bypass_reason, cache_key
+from service.cache.variant import bypass_reason, cache_key, tenant_scope
 
 __all__ = [
     "CacheIndexRecord",
@@ -22,5 +22,6 @@ __all__ = [
     "bypass_reason",
     "cache_key",
     "storable",
+    "tenant_scope",
     "worth",
 ]

@@ -26,6 +26,7 @@ from service.logs import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+    from datetime import datetime
 
     from service.cache.store import CacheStore
     from service.content.extract import FollowRules
@@ -55,10 +56,19 @@ class CachedPage:
 class PageCache:
     """A fetcher's page cache over a `CacheStore`."""
 
-    def __init__(self, store: CacheStore, metrics: Metrics, *, scope: str = "") -> None:
+    def __init__(
+        self,
+        store: CacheStore,
+        metrics: Metrics,
+        *,
+        scope: Callable[[PageTask], str] = lambda _task: "",
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
         self._store = store
         self._metrics = metrics
         self._scope = scope
+        """The scope a task's entries are kept under (a tenant's, or one shared by all)."""
+        self._clock = clock
 
     async def content(
         self,
@@ -78,7 +88,7 @@ class PageCache:
                 return self._cache_miss(f"{task.url} cannot use the shared cache ({bypass})")
             self._metrics.cache_lookups.labels("bypass").inc()
             return replace(await fetch(), cache_state="bypass")
-        key = cache_key(task.url, options, scope=self._scope)
+        key = cache_key(task.url, options, scope=self._scope(task))
         if options.max_age_ms > 0 or options.cache_only:
             entry = await self._find(_partition(page), key)
             if entry is not None and _derivable(entry, options.formats):
@@ -114,7 +124,7 @@ class PageCache:
         validators = Validators(etag=entry.etag, last_modified=entry.last_modified)
         judged = worth(
             validated_at_s=validated_s,
-            now_s=utc_now().timestamp(),
+            now_s=self._clock().timestamp(),
             max_age_ms=options.max_age_ms,
             validators=validators,
         )
@@ -125,7 +135,7 @@ class PageCache:
         status = await revalidate(validators)
         if status != NOT_MODIFIED:
             return None
-        refreshed = entry.model_copy(update={"validated_at": utc_now()})
+        refreshed = entry.model_copy(update={"validated_at": self._clock()})
         try:
             await self._store.refresh(_partition(page), refreshed)
         except CACHE_ERRORS as exc:
@@ -171,7 +181,7 @@ class PageCache:
         if not _storable(content):
             self._metrics.cache_stores.labels("not_storable").inc()
             return replace(content, cache_state="miss")
-        now = utc_now()
+        now = self._clock()
         html = content.source_html or ""
         stored = StoredPage(
             key=key,

@@ -17,7 +17,12 @@ from urllib.parse import urlsplit
 from service.frontier.urls import normalise
 
 if TYPE_CHECKING:
+    from pydantic import JsonValue
+
     from service.contracts import CrawlOptions
+
+GATEWAY_MARKER: Final = "firecrawl"
+"""The key of the gateway's job marker in a request's metadata (it names the tenant)."""
 
 KEY_VERSION: Final = 1
 """Bumped when what goes into a key changes: old entries then simply stop matching."""
@@ -64,3 +69,12 @@ def cache_key(url: str, options: CrawlOptions, *, scope: str = "") -> str:
     }
     canonical = json.dumps(material, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def tenant_scope(metadata: dict[str, JsonValue]) -> str:
+    """The tenant a request's entries are kept apart under (`CRAWL_CACHE_SCOPE=tenant`): the
+    gateway tenant its marker names, else the `tenant` a producer put in its metadata, else
+    none (requests naming no tenant share their scope)."""
+    marker = metadata.get(GATEWAY_MARKER)
+    named = marker.get("tenant") if isinstance(marker, dict) else metadata.get("tenant")
+    return f"tenant:{named}" if isinstance(named, str) else "tenant:"

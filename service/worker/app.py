@@ -13,7 +13,7 @@ import structlog
 from service.backpressure import Governor, MemorySampler
 from service.backpressure.gate import MemoryGate
 from service.browser.pool import BrowserPool
-from service.cache import KafkaCacheStore, PageCache
+from service.cache import KafkaCacheStore, PageCache, tenant_scope
 from service.contracts import DeadLetterCode, ErrorCode, EventType, RecordSource
 from service.control import ActiveRuns, CancelRegistry, ControlReader
 from service.egress.proxy import EgressProxy
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from aiokafka import ConsumerRecord, TopicPartition
 
+    from service.contracts import PageTask
     from service.control import Cancel
     from service.messaging.offsets import Delivery
     from service.metrics import Metrics
@@ -192,7 +193,7 @@ class Worker:
         renderer = PageRenderer.from_settings(static, settings, self._metrics)
         publisher = await stack.enter_async_context(Publisher(settings))
         store = await stack.enter_async_context(KafkaCacheStore(settings, publisher))
-        cache = PageCache(store, self._metrics, scope="")
+        cache = PageCache(store, self._metrics, scope=_cache_scope(settings))
         gate = await self._memory_gate(stack)
         scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))
         gate.attach(scheduler, pool)
@@ -431,3 +432,10 @@ def _lane_may_take(consumer: RecordConsumer, partition: int | None) -> bool:
     return (
         partition is not None and consumer.owns(partition) and not consumer.has_waiting(partition)
     )
+
+
+def _cache_scope(settings: Settings) -> Callable[[PageTask], str]:
+    """Where a task's cache entries are kept: one scope for all, or its tenant's."""
+    if settings.cache_scope == "tenant":
+        return lambda task: tenant_scope(task.request_metadata)
+    return lambda _task: ""
