@@ -174,7 +174,7 @@ class KafkaCacheStore:
     def _apply(self, partition: int, record: ConsumerRecord[bytes, bytes]) -> None:
         entries = self._entries[partition]
         key = (record.key or b"").decode(errors="replace")
-        if record.value is None:  # a purge's tombstone
+        if not record.value:  # a purge's tombstone
             entries.pop(key, None)
             return
         try:

@@ -43,6 +43,14 @@ async def run_webhooks(_: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def run_cache(args: argparse.Namespace, settings: Settings) -> int:
+    from service.cache.purge import Purge, purge  # noqa: PLC0415
+
+    removed = await purge(settings, Purge(url=args.url, host=args.host))
+    print(f"{removed} cache entries purged", flush=True)  # noqa: T201
+    return 0
+
+
 async def run_broker(args: argparse.Namespace, _: Settings) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -77,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
         "partition", help="the partition of each topic a request_id's messages are on"
     )
     partition.add_argument("key", metavar="REQUEST_ID")
+    _add_cache(commands)
+    _add_dead_letter(commands)
+    return parser
+
+
+def _add_dead_letter(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     dead = commands.add_parser("dead-letter", help="dead-letter tools")
     dead_commands = dead.add_subparsers(dest="dead_command", required=True)
     replay = dead_commands.add_parser("replay", help="re-publish dead letters as requests")
@@ -84,7 +90,6 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--from-offset", type=int, default=0)
     replay.add_argument("--to-offset", type=int, default=None, help="inclusive")
     replay.add_argument("--request-id", default=None)
-    return parser
 
 
 def _add_servers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -98,6 +103,15 @@ def _add_servers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     gateway = commands.add_parser("gateway", help="serve Firecrawl's v2 HTTP API over the cluster")
     gateway.add_argument("--port", type=int, default=None, help="default CRAWL_GATEWAY_PORT")
     commands.add_parser("webhooks", help="deliver the webhooks of every job (a consumer group)")
+
+
+def _add_cache(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cache = commands.add_parser("cache", help="page cache tools")
+    cache_commands = cache.add_subparsers(dest="cache_command", required=True)
+    purge = cache_commands.add_parser("purge", help="remove the entries of a URL or a host")
+    which = purge.add_mutually_exclusive_group(required=True)
+    which.add_argument("--url", default=None, help="every entry of this URL (normalised)")
+    which.add_argument("--host", default=None, help="every entry of this host")
 
 
 def _add_settings(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -6,6 +6,9 @@ takes over a dead one's partitions answers from the entries it left."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 import uuid
 
 import aiohttp
@@ -176,3 +179,68 @@ async def test_the_fetcher_that_takes_over_a_dead_ones_partitions_serves_its_hit
     for url in urls:
         assert second[url].cache_state == "hit", (url, second[url].cache_state)
         assert _answers(site, url, 200) == 1, url
+
+
+async def test_a_purged_url_is_fetched_again_and_its_neighbours_still_hit(
+    shared_topics, shared_collector, site, shared_worker
+):
+    """`crawlstream cache purge --url`: the purged page's next request fetches it; a page of
+    the same host that was not named still answers from its entry."""
+    purged, kept = _paths(site, "plain", 2)
+    await _crawl(shared_topics, shared_collector, f"p1-{uuid.uuid4().hex}", [purged, kept])
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "service",
+        "cache",
+        "purge",
+        "--url",
+        purged,
+        env=os.environ | shared_topics.env(),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(DEADLINE_S):
+        out, _ = await process.communicate()
+    assert process.returncode == 0
+    assert out.decode().strip() == "1 cache entries purged"
+    again = await _crawl(
+        shared_topics,
+        shared_collector,
+        f"p2-{uuid.uuid4().hex}",
+        [purged, kept],
+        max_age_ms=HOUR_MS,
+    )
+    assert again[purged].cache_state == "miss"
+    assert again[kept].cache_state == "hit"
+    assert _answers(site, purged, 200) == 2
+    assert _answers(site, kept, 200) == 1
+
+
+async def test_a_deep_recrawl_within_max_age_fetches_nothing_and_finds_the_same_pages(
+    shared_topics, shared_collector, site, shared_worker
+):
+    """A deep crawl, then the same crawl with `max_age_ms`: the second fetches nothing from
+    the site, every page is a `hit`, and its links (read from the entries) admit exactly
+    the pages of the first."""
+    [seed] = _paths(site, "plain", 1)
+    spec = {"max_pages": 4, "max_depth": 3}
+
+    async def deep(request_id: str, **options: object) -> dict[str, object]:
+        request = CrawlRequest(
+            request_id=request_id, urls=[seed], options=CrawlOptions(**options), crawl=spec
+        )
+        await produce(shared_topics, [(request_id.encode(), dump(request))])
+        await shared_collector.wait_until(
+            lambda seen: seen.terminal(request_id), deadline_s=DEADLINE_S
+        )
+        [terminal] = shared_collector.seen.terminal(request_id)
+        assert terminal.type == EventType.COMPLETED, terminal
+        return {r.url: r for r in shared_collector.seen.results_of(request_id)}
+
+    first = await deep(f"d1-{uuid.uuid4().hex}")
+    answered = sum(site.cache_answers.values())
+    second = await deep(f"d2-{uuid.uuid4().hex}", max_age_ms=HOUR_MS)
+    assert len(first) == spec["max_pages"]
+    assert set(second) == set(first)
+    assert {r.cache_state for r in second.values()} == {"hit"}
+    assert sum(site.cache_answers.values()) == answered
