@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Protocol, Self
 
 import cramjam
@@ -52,6 +53,45 @@ class CacheStore(Protocol):
     async def refresh(self, partition: int, entry: CacheIndexRecord) -> None: ...
 
 
+class IndexSlot:
+    """One entry as a fetcher holds it in memory: the index record in about a quarter of a
+    pydantic model's bytes (the key and the content hash as raw digests, times as floats)."""
+
+    __slots__ = (
+        "body_offset",
+        "digest",
+        "etag",
+        "fetched_at",
+        "has_screenshot",
+        "last_modified",
+        "url",
+        "validated_at",
+    )
+
+    def __init__(self, record: CacheIndexRecord) -> None:
+        self.url = record.url
+        self.fetched_at = record.fetched_at.timestamp()
+        self.validated_at = record.validated_at.timestamp()
+        self.body_offset = record.body_offset
+        self.etag = record.etag
+        self.last_modified = record.last_modified
+        self.digest = bytes.fromhex(record.content_sha256)
+        self.has_screenshot = record.has_screenshot
+
+    def record(self, key: bytes) -> CacheIndexRecord:
+        return CacheIndexRecord(
+            key=key.hex(),
+            url=self.url,
+            fetched_at=datetime.fromtimestamp(self.fetched_at, UTC),
+            validated_at=datetime.fromtimestamp(self.validated_at, UTC),
+            body_offset=self.body_offset,
+            etag=self.etag,
+            last_modified=self.last_modified,
+            content_sha256=self.digest.hex(),
+            has_screenshot=self.has_screenshot,
+        )
+
+
 def encode_page(page: StoredPage) -> bytes:
     return bytes(cramjam.zstd.compress(page.model_dump_json().encode()))
 
@@ -80,7 +120,7 @@ class KafkaCacheStore:
             max_partition_fetch_bytes=fetch_bytes,
             fetch_max_bytes=fetch_bytes,
         )
-        self._entries: dict[int, dict[str, CacheIndexRecord]] = {}
+        self._entries: dict[int, dict[bytes, IndexSlot]] = {}
         self._positions: dict[int, int] = {}
         self._caught_up: dict[int, float] = {}
         self._index_lock = asyncio.Lock()
@@ -109,7 +149,9 @@ class KafkaCacheStore:
 
     async def find(self, partition: int, key: str) -> CacheIndexRecord | None:
         await self._catch_up(partition)
-        return self._entries.get(partition, {}).get(key)
+        raw = _raw_key(key)
+        slot = self._entries.get(partition, {}).get(raw) if raw is not None else None
+        return None if slot is None else slot.record(raw or b"")
 
     async def body(self, partition: int, entry: CacheIndexRecord) -> StoredPage | None:
         tp = TopicPartition(self._bodies_topic, partition)
@@ -144,7 +186,9 @@ class KafkaCacheStore:
         value = entry.model_dump_json().encode()
         message = Message(self._index_topic, entry.key.encode(), value, partition=partition)
         await asyncio.wait_for(await self._publisher.send(message), self._timeout_s)
-        self._entries.setdefault(partition, {})[entry.key] = entry
+        raw = _raw_key(entry.key)
+        if raw is not None:
+            self._entries.setdefault(partition, {})[raw] = IndexSlot(entry)
 
     async def _catch_up(self, partition: int) -> None:
         """Read what the index partition got since the last look (all of it the first time)."""
@@ -173,16 +217,19 @@ class KafkaCacheStore:
 
     def _apply(self, partition: int, record: ConsumerRecord[bytes, bytes]) -> None:
         entries = self._entries[partition]
-        key = (record.key or b"").decode(errors="replace")
+        raw = _raw_key((record.key or b"").decode(errors="replace"))
+        if raw is None:
+            log.warning("cache.index_unreadable", partition=partition, error="not a cache key")
+            return
         if not record.value:  # a purge's tombstone
-            entries.pop(key, None)
+            entries.pop(raw, None)
             return
         try:
             entry = CacheIndexRecord.model_validate_json(record.value)
         except ValidationError as exc:
             log.warning("cache.index_unreadable", partition=partition, error=str(exc)[:200])
             return
-        entries[entry.key] = entry
+        entries[raw] = IndexSlot(entry)
 
     def _page_of(
         self, record: ConsumerRecord[bytes, bytes], entry: CacheIndexRecord
@@ -195,3 +242,11 @@ class KafkaCacheStore:
             log.warning("cache.body_unreadable", offset=record.offset, error=str(exc)[:200])
             return None
         return page if page.key == entry.key else None
+
+
+def _raw_key(key: str) -> bytes | None:
+    """The digest a hex cache key stands for (None: not a key this cache made)."""
+    try:
+        return bytes.fromhex(key)
+    except ValueError:
+        return None
