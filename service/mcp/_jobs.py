@@ -74,7 +74,7 @@ def _started(kind: JobKind, job_id: str, more: dict[str, Any]) -> Answer:
 async def status(kind: JobKind, call: Call, args: dict[str, Any]) -> Answer:
     job_id = text_arg(args, "id")
     cursor = JobCursor.parse(text_arg(args, "cursor", required=False))
-    params = {"cursor": cursor.token} if cursor.token else None
+    params = {"cursor": cursor.page} if cursor.page else None
     answer = await call.get(job_path(kind.path, args), params)
     documents: list[dict[str, Any]] = (answer.get("data") or [])[cursor.skip :]
     fitted = fit(documents)
@@ -99,8 +99,8 @@ def _following(cursor: JobCursor, taken: int, held: int, token: str | None) -> s
     """The cursor of the documents after this answer: the rest of this gateway page, else the
     gateway's next page (None when the job has ended and everything was given)."""
     if taken < held:
-        return JobCursor(token=cursor.token, skip=cursor.skip + taken).encode()
-    return None if token is None else JobCursor(token=token).encode()
+        return JobCursor(page=cursor.page, skip=cursor.skip + taken).encode()
+    return None if token is None else JobCursor(page=token).encode()
 
 
 def _more(kind: JobKind, job_id: str, following: str, state: object) -> str:

@@ -16,23 +16,23 @@ SEPARATOR: Final = "~"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobCursor:
-    """Where the next answer starts: the gateway page (`token`, None for the job's first) and
-    the documents of it already given (`skip`)."""
+    """Where the next answer starts: the gateway page (its cursor, None for the job's first)
+    and the documents of it already given (`skip`)."""
 
-    token: str | None = None
+    page: str | None = None
     skip: int = 0
 
     def encode(self) -> str:
-        return f"{self.token or ''}{SEPARATOR}{self.skip}"
+        return f"{self.page or ''}{SEPARATOR}{self.skip}"
 
     @classmethod
     def parse(cls, text: str | None) -> JobCursor:
         if not text:
             return cls()
-        token, sep, skip = text.rpartition(SEPARATOR)
+        page, sep, skip = text.rpartition(SEPARATOR)
         if not sep or not skip.isdigit():
             raise ArgumentError("cursor: not a cursor this tool returned")
-        return cls(token=token or None, skip=int(skip))
+        return cls(page=page or None, skip=int(skip))
 
 
 def token_of(next_url: object) -> str | None:

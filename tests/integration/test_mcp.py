@@ -151,6 +151,24 @@ async def test_the_gateway_mcp_endpoint_with_a_key(keyed_gateway: GatewayProcess
         await the_four_calls_answer(session, site)
 
 
+async def test_a_refused_option_is_a_tool_error_with_the_gateway_message(
+    keyed_gateway: GatewayProcess, site
+):
+    """An option the cluster cannot honour: a tool error naming it (the v2 route's 400
+    message), not a protocol failure; the session goes on."""
+    async with http_session(f"{keyed_gateway.url}/mcp", KEY) as session:
+        refused = await session.call_tool(
+            "firecrawl_scrape", {"url": site.url("/page/1"), "proxy": "stealth"}
+        )
+        job = await session.call_tool("firecrawl_check_crawl_status", {"id": "no-such-job"})
+        listed = await session.list_tools()
+    assert refused.is_error
+    assert refused.content[0].text.startswith("Bad Request: proxy")
+    assert job.is_error
+    assert job.content[0].text == "Job not found"
+    assert listed.tools
+
+
 async def test_the_gateway_mcp_endpoint_refuses_a_caller_without_a_key(
     keyed_gateway: GatewayProcess,
 ):
