@@ -28,7 +28,9 @@ class V2Api:
 
     def __init__(self, app: ASGIApp, *, wait_s: float) -> None:
         self._client = httpx2.AsyncClient(
-            transport=httpx2.ASGITransport(app=app), base_url=BASE_URL
+            # an unhandled error of a route is its 500 answer here, hence a tool error
+            transport=httpx2.ASGITransport(app=app, raise_app_exceptions=False),
+            base_url=BASE_URL,
         )
         self._deadline_s = wait_s + CALL_ALLOWANCE_S
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from service.mcp._answer import Answer
 from service.mcp._calls import job_path, text_arg, without
+from service.mcp._errors import ArgumentError
 from service.mcp._paging import JobCursor, fit, token_of
 
 if TYPE_CHECKING:
@@ -52,9 +53,9 @@ async def crawl(call: Call, args: dict[str, Any]) -> Answer:
 
 async def batch(call: Call, args: dict[str, Any]) -> Answer:
     options = args.get("options") or {}
-    body = (options if isinstance(options, dict) else {"options": options}) | {
-        "urls": args.get("urls")
-    }
+    if not isinstance(options, dict):
+        raise ArgumentError("options: an object of scrape options")
+    body = options | {"urls": args.get("urls")}
     answer = await call.post(BATCH.path, body)
     invalid = answer.get("invalidURLs") or []
     return _started(BATCH, str(answer.get("id")), {"invalidURLs": invalid} if invalid else {})

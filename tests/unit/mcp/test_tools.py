@@ -55,8 +55,13 @@ async def _status(request: Request) -> JSONResponse:
     return JSONResponse(answer | {"next": following, "data": data})
 
 
+async def _broken(_: Request) -> JSONResponse:
+    raise RuntimeError("a bug in a route")
+
+
 APP = Starlette(
     routes=[
+        Route("/v2/map", _broken, methods=["POST"]),
         Route("/v2/scrape", _scrape, methods=["POST"]),
         Route("/v2/crawl", _crawl, methods=["POST"]),
         Route("/v2/crawl/{job_id}", _status, methods=["GET"]),
@@ -103,6 +108,18 @@ async def test_a_429_says_when_to_try_again():
     assert answer.is_error
     assert "Rate limit exceeded" in answer.content[0].text
     assert "retry after 5 s" in answer.content[0].text
+
+
+async def test_a_route_that_fails_unexpectedly_is_a_tool_error_not_a_protocol_error():
+    answer = await _run("firecrawl_map", url="http://s/")
+    assert answer.is_error
+    assert answer.content[0].text == "Internal Server Error"
+
+
+async def test_batch_options_must_be_an_object():
+    answer = await _run("firecrawl_batch_scrape", urls=["http://s/1"], options=["markdown"])
+    assert answer.is_error
+    assert answer.content[0].text.startswith("options:")
 
 
 async def test_an_unknown_tool_or_a_bad_offset_is_a_tool_error():
