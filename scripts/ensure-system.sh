@@ -32,8 +32,9 @@ fi
 for tool in java mvn; do
   have "$tool" || { echo "missing: $tool (Java 17 and Maven run the local Kafka broker)" >&2; exit 1; }
 done
-# The Firecrawl JavaScript SDK for tests/integration/test_gateway_js_sdk.py, from its lock.
-if have npm && [ ! -d tests/js/node_modules ]; then
+# The Firecrawl JavaScript SDK and firecrawl-mcp for the tests that run them, from their lock
+# (again when the lock is newer than what node_modules holds).
+if have npm && [ tests/js/package-lock.json -nt tests/js/node_modules/.package-lock.json ]; then
   echo "Installing the Firecrawl JavaScript SDK (tests/js) with npm ci..."
   npm ci --prefix tests/js --no-audit --no-fund --loglevel=error \
     || echo "npm ci failed: the JavaScript SDK test will skip" >&2

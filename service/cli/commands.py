@@ -36,6 +36,13 @@ async def run_gateway(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def run_mcp(_: argparse.Namespace, settings: Settings) -> int:
+    from service.mcp.stdio import serve_stdio  # noqa: PLC0415 - the HTTP stack only when needed
+
+    await serve_stdio(settings)
+    return 0
+
+
 async def run_webhooks(_: argparse.Namespace, settings: Settings) -> int:
     from service.webhooks import Dispatcher  # noqa: PLC0415
 

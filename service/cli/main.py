@@ -1,5 +1,5 @@
-"""`crawlstream` sub-commands: worker, gateway, webhooks, broker, topics, submit, cancel, status,
-follow, demo, schemas, settings, dead-letter."""
+"""`crawlstream` sub-commands: worker, gateway, mcp, webhooks, broker, topics, submit, cancel,
+status, follow, demo, schemas, settings, dead-letter."""
 
 from __future__ import annotations
 
@@ -102,6 +102,7 @@ def _add_servers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     gateway = commands.add_parser("gateway", help="serve Firecrawl's v2 HTTP API over the cluster")
     gateway.add_argument("--port", type=int, default=None, help="default CRAWL_GATEWAY_PORT")
+    commands.add_parser("mcp", help="serve the MCP tools on stdin/stdout (Firecrawl's names)")
     commands.add_parser("webhooks", help="deliver the webhooks of every job (a consumer group)")
 
 

@@ -22,6 +22,7 @@ from service.gateway.errors import ApiError, Detail, bad_request
 from service.gateway.metrics import GatewayMetrics
 from service.gateway.routes import ROUTERS
 from service.gateway.service import OPEN_TENANT, Gateway
+from service.mcp.http import mount as mount_mcp
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -39,7 +40,7 @@ def create_app(settings: Settings, metrics: GatewayMetrics | None = None) -> Fas
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with Gateway(settings) as gateway:
+        async with Gateway(settings) as gateway, mcp.running():
             app.state.gateway = gateway
             if gateway.keys.open:
                 log.warning("gateway.open", detail="no CRAWL_GATEWAY_KEYS_FILE: no API key needed")
@@ -55,6 +56,7 @@ def create_app(settings: Settings, metrics: GatewayMetrics | None = None) -> Fas
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(BrokerUnavailableError, _broker_away)  # type: ignore[arg-type]
     app.add_api_route("/metrics", _metrics, include_in_schema=False)
+    mcp = mount_mcp(app, settings)  # `/mcp`: the tools call the routes above, in process
     app.middleware("http")(_count)
     return app
 
