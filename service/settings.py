@@ -131,6 +131,9 @@ class Settings(BaseSettings):
     cache_retention: Seconds = Field(default=timedelta(days=7), gt=timedelta(0))
     """How long a cache entry is kept after it was written (`retention.ms` of the cache
     topics when the worker creates them): no request is answered from an older one."""
+    cache_memory_bytes: ByteSize = Field(default=ByteSize(64 * 2**20), ge=0)
+    """Stored pages a fetcher keeps in memory after reading or writing them (least recently
+    used out first), so a page asked for again is answered without reading Kafka."""
     cache_scope: Literal["shared", "tenant"] = "shared"
     """`shared`: one entry per page variant answers every request eligible for it; `tenant`:
     entries are kept apart per gateway tenant (and per Kafka producer's request metadata

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Protocol, Self
 
@@ -51,6 +52,36 @@ class CacheStore(Protocol):
     async def body(self, partition: int, entry: CacheIndexRecord) -> StoredPage | None: ...
     async def put(self, partition: int, page: StoredPage, entry: CacheIndexRecord) -> bool: ...
     async def refresh(self, partition: int, entry: CacheIndexRecord) -> None: ...
+
+
+class RecentPages:
+    """The stored pages read or written last, within a byte budget (least recent out first):
+    a page asked for again is answered without reading the bodies topic."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self._budget = budget_bytes
+        self._held = 0
+        self._pages: OrderedDict[tuple[int, int], StoredPage] = OrderedDict()
+
+    def get(self, where: tuple[int, int]) -> StoredPage | None:
+        page = self._pages.get(where)
+        if page is not None:
+            self._pages.move_to_end(where)
+        return page
+
+    def put(self, where: tuple[int, int], page: StoredPage) -> None:
+        size = _size(page)
+        if size > self._budget or where in self._pages:
+            return
+        self._pages[where] = page
+        self._held += size
+        while self._held > self._budget:
+            _, oldest = self._pages.popitem(last=False)
+            self._held -= _size(oldest)
+
+
+def _size(page: StoredPage) -> int:
+    return len(page.html) + len(page.screenshot or "")
 
 
 class IndexSlot:
@@ -125,6 +156,7 @@ class KafkaCacheStore:
         self._caught_up: dict[int, float] = {}
         self._index_lock = asyncio.Lock()
         self._body_lock = asyncio.Lock()
+        self._recent = RecentPages(int(settings.cache_memory_bytes))
 
     @property
     def entries(self) -> int:
@@ -154,6 +186,15 @@ class KafkaCacheStore:
         return None if slot is None else slot.record(raw or b"")
 
     async def body(self, partition: int, entry: CacheIndexRecord) -> StoredPage | None:
+        held = self._recent.get((partition, entry.body_offset))
+        if held is not None:
+            return held
+        page = await self._read_body(partition, entry)
+        if page is not None:
+            self._recent.put((partition, entry.body_offset), page)
+        return page
+
+    async def _read_body(self, partition: int, entry: CacheIndexRecord) -> StoredPage | None:
         tp = TopicPartition(self._bodies_topic, partition)
         async with self._body_lock, asyncio.timeout(self._timeout_s):
             self._bodies.assign([tp])
@@ -179,6 +220,7 @@ class KafkaCacheStore:
         offset = getattr(written, "offset", None)
         if not isinstance(offset, int):
             return False
+        self._recent.put((partition, offset), page)
         await self.refresh(partition, entry.model_copy(update={"body_offset": offset}))
         return True
 
