@@ -237,15 +237,19 @@ class KafkaCacheStore:
         if time.monotonic() - self._caught_up.get(partition, -CATCH_UP_S) < CATCH_UP_S:
             return
         tp = TopicPartition(self._index_topic, partition)
-        async with self._index_lock, asyncio.timeout(self._timeout_s):
+        async with self._index_lock:
             if partition not in self._positions:
                 self._follow(partition)
-            end = (await self._index.end_offsets([tp]))[tp]
+            async with asyncio.timeout(self._timeout_s):
+                end = (await self._index.end_offsets([tp]))[tp]
             while await self._index.position(tp) < end:
-                batch = await self._index.getmany(tp, timeout_ms=POLL_TIMEOUT_MS)
+                # A deadline per fetch, not for the whole read: a large partition taken
+                # over is read for as long as its records keep coming.
+                async with asyncio.timeout(self._timeout_s):
+                    batch = await self._index.getmany(tp, timeout_ms=POLL_TIMEOUT_MS)
                 for record in batch.get(tp, []):
                     self._apply(partition, record)
-            self._positions[partition] = end
+                self._positions[partition] = await self._index.position(tp)
             self._caught_up[partition] = time.monotonic()
 
     def _follow(self, partition: int) -> None:

@@ -31,9 +31,15 @@ async def create(settings: Settings) -> int:
 
 async def partition(settings: Settings, key: str) -> int:
     """Print the partition of each topic keyed by request_id that messages keyed `key` are
-    on (not the pages topic or the host directory: they are keyed by host)."""
-    by_host = {settings.pages_topic, settings.hosts_topic}
+    on (not the pages topic, the host directory or the page cache: they are keyed by host
+    or by page)."""
+    not_by_request = {
+        settings.pages_topic,
+        settings.hosts_topic,
+        settings.cache_index_topic,
+        settings.cache_bodies_topic,
+    }
     for name, partitions in (await ready_partitions(settings)).items():
-        if name not in by_host:
+        if name not in not_by_request:
             print(f"{name}\t{partition_for(key, partitions)}")  # noqa: T201
     return 0

@@ -172,8 +172,9 @@ async def test_topics_create_makes_the_topics_a_producer_can_write_at_once(kafka
         topics.control,
         topics.frontier,
     ]
+    by_page = [topics.pages, topics.cache_index, topics.cache_bodies]
     assert first.lines == [
-        *(f"{name}\t4 partitions\tcreated" for name in [*names, topics.pages]),
+        *(f"{name}\t4 partitions\tcreated" for name in [*names, *by_page]),
         f"{topics.hosts}\t1 partition\tcreated",
     ]
     produce = f"echo 'r-1|{{}}' | {kcat} -P -b {kafka} -t {topics.requests} -K '|'"
@@ -181,7 +182,7 @@ async def test_topics_create_makes_the_topics_a_producer_can_write_at_once(kafka
     assert produced.returncode == 0, produced.stderr
     again = await run(f"{crawlstream} create", topics.env(CRAWL_OUTPUT_PARTITIONS="6"), REPO)
     assert again.lines == [
-        *(f"{name}\t4 partitions\texists" for name in [*names, topics.pages]),
+        *(f"{name}\t4 partitions\texists" for name in [*names, *by_page]),
         f"{topics.hosts}\t1 partition\texists",
     ]
     where = await run(f"{crawlstream} partition r-1", topics.env(), REPO)
