@@ -21,6 +21,10 @@ SCREENSHOT_PREFIX: Final = "data:image/png;base64,"
 PDF_PREFIX: Final = "data:application/pdf;base64,"
 """The `pdf` format (an extension), as a data URL like screenshots."""
 
+CACHE_HITS: Final = frozenset({"hit", "revalidated"})
+"""`cache_state`s Firecrawl calls `hit`: the document came from the page cache (one the site
+confirmed with a 304 too); every other is a `miss`."""
+
 ERROR_MESSAGES: Final[dict[ErrorCode, str]] = {
     ErrorCode.BLOCKED_BY_SITE: (
         "The site answered with a bot challenge or block page ({message}); this cluster does "
@@ -61,8 +65,10 @@ def metadata(result: PageResult) -> dict[str, Any]:
         "statusCode": result.status_code or 0,
         "scrapeId": result.result_id,
         "proxyUsed": "basic",
-        "cacheState": "miss",
+        "cacheState": "hit" if result.cache_state in CACHE_HITS else "miss",
     }
+    if result.cached_at is not None:
+        out["cachedAt"] = result.cached_at.isoformat().replace("+00:00", "Z")
     if result.document is not None:
         out |= _pdf_metadata(result.document)
     if result.error is not None:

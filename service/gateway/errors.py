@@ -30,15 +30,20 @@ class ApiError(CrawlstreamError):
         message: str,
         details: tuple[Detail, ...] = (),
         headers: dict[str, str] | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.details = details
         self.headers = headers or {}
+        self.code = code
+        """Firecrawl's machine-readable error code (`SCRAPE_NO_CACHED_DATA`), when it has one."""
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"success": False, "error": self.message}
+        if self.code is not None:
+            body["code"] = self.code
         if self.details:
             body["details"] = [detail.wire() for detail in self.details]
         return body

@@ -33,7 +33,7 @@ from service.gateway._fields import (
     validated,
 )
 from service.gateway.errors import ApiError, Detail, bad_request, refused
-from service.gateway.options import ScrapeChoices, scrape_choices
+from service.gateway.options import ScrapeChoices, cache_fields, scrape_choices
 from service.gateway.page_options import contract_fields
 
 if TYPE_CHECKING:
@@ -187,6 +187,7 @@ def _plan(
     if choices.timeout_ms is not None:
         fields["timeout_ms"] = choices.timeout_ms
     fields |= contract_fields(options, path, json_schema=choices.json_schema)
+    fields |= cache_fields(options, path)
     # the per-page ceilings are the worker's (it clamps `timeout_ms`)
     context = None if limits.proxy_pools is None else {"proxy_pools": limits.proxy_pools}
     options_: CrawlOptions = validated(CrawlOptions, fields, path, context=context)

@@ -34,6 +34,10 @@ DEFAULT_FORMATS: Final = ("markdown",)
 SCREENSHOT_KEYS: Final = frozenset({"type", "fullPage"})
 """Keys of a `{"type": "screenshot", ...}` format the cluster honours."""
 
+DEFAULT_MAX_AGE_MS: Final = 2 * 24 * 3600 * 1000
+"""Firecrawl's `maxAge` when a request gives none: an answer from the page cache up to two
+days old (docs/cache.md)."""
+
 NOT_APPLIED: Final = ("blockAds",)
 """Options the SDKs send by default that the cluster accepts without applying them; a
 document names them in its `warning` when they are on."""
@@ -51,6 +55,14 @@ class ScrapeChoices:
     warning: str | None = None
     json_schema: dict[str, Any] | None = None
     """The selector schema of a `json` format (the contract's `extract`); not persisted."""
+    min_age_ms: int | None = None
+    """`minAge`: a cache-only read whose entry must be at least this old."""
+    lockdown: bool = False
+    """`lockdown`: a cache-only read; a miss is Firecrawl's `SCRAPE_LOCKDOWN_CACHE_MISS`."""
+
+    @property
+    def cache_only(self) -> bool:
+        return self.lockdown or self.min_age_ms is not None
 
     @property
     def contract_formats(self) -> set[Format]:
@@ -73,11 +85,18 @@ def _any(_: object) -> bool:
     return True
 
 
+def _is_bool(value: object) -> bool:
+    return value is None or isinstance(value, bool)
+
+
 _ACCEPTED: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
     "onlyMainContent": (_any, ""),
     "blockAds": (_any, ""),
-    "maxAge": (_any, ""),  # nothing is cached: every answer is fresh, within any maxAge
-    "storeInCache": (_any, ""),
+    # the page cache: checked and mapped by `cache_fields`
+    "maxAge": (_any, ""),
+    "minAge": (_any, ""),
+    "storeInCache": (_is_bool, "true or false is expected"),
+    "lockdown": (_is_bool, "true or false is expected"),
     "removeBase64Images": (_any, ""),
     "timeout": (_any, ""),
     "formats": (_any, ""),
@@ -92,12 +111,10 @@ _ACCEPTED: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
     "parsers": (_any, ""),
     "fastMode": (_is_false, "no fast mode"),
     "skipTlsVerification": (_is_false, "certificates are always verified"),
-    "lockdown": (_is_false, "not supported"),
     "checkPromptInjection": (_is_false, "no LLM checks on this cluster"),
     "redactPII": (_is_false, "no PII redaction on this cluster"),
     "domainTools": (_is_false, "not supported"),
     "waitFor": (_is_zero, "no fixed delay: the worker waits for the page to settle itself"),
-    "minAge": (_is_zero, "nothing is cached: no answer is older than the request"),
     "useMock": (_is_empty, "not supported"),
     "threatProtection": (_is_empty, "not supported"),
     "profile": (_is_empty, "not supported"),
@@ -123,7 +140,33 @@ def scrape_choices(options: Mapping[str, Any], path: Path) -> ScrapeChoices:
         remove_base64_images=options.get("removeBase64Images", True) is not False,
         warning=_warning(options),
         json_schema=json_schema,
+        min_age_ms=_milliseconds(options.get("minAge"), (*path, "minAge")),
+        lockdown=options.get("lockdown") is True,
     )
+
+
+def cache_fields(options: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """The `CrawlOptions` page-cache fields of Firecrawl's `maxAge`, `minAge`, `storeInCache`
+    and `lockdown`. `minAge` reads the cache only, whatever the entry's age beyond it (the
+    gateway checks the minimum); `lockdown` reads it only within `maxAge`."""
+    max_age = _milliseconds(options.get("maxAge"), (*path, "maxAge"))
+    fields: dict[str, Any] = {
+        "max_age_ms": DEFAULT_MAX_AGE_MS if max_age is None else max_age,
+        "store_in_cache": options.get("storeInCache") is not False,
+    }
+    if options.get("minAge") is not None:
+        fields |= {"cache_only": True, "max_age_ms": 0}
+    elif options.get("lockdown") is True:
+        fields["cache_only"] = True
+    return fields
+
+
+def _milliseconds(value: object, path: Path) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise bad_request(Detail(path=path, message="a whole number of milliseconds >= 0"))
+    return value
 
 
 def _warning(options: Mapping[str, Any]) -> str | None:

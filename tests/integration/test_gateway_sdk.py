@@ -270,3 +270,46 @@ async def _pages(client: Firecrawl, job_id: str):
     while pages[-1].next:
         pages.append(await asyncio.to_thread(client.get_crawl_status_page, pages[-1].next))
     return pages
+
+
+async def test_a_second_scrape_is_a_cache_hit_and_max_age_zero_fetches(
+    start_worker, start_gateway, site: TestSite
+):
+    """Firecrawl's page cache through `firecrawl-py` as written: a second `scrape` of a URL is
+    `cacheState: hit` with the first fetch's `cachedAt` (the site answers once); `maxAge=0`
+    fetches again; `lockdown` and `minAge` on a URL never fetched are Firecrawl's 404s and
+    never reach the site, while `minAge` on a cached one answers from the cache."""
+    await start_worker()
+    gateway = await start_gateway()
+    client = sdk(gateway)
+    tag = uuid.uuid4().hex[:8]
+    url, never = site.url(f"/cache/plain/{tag}"), site.url(f"/cache/plain/{tag}-never")
+
+    def answers(of: str) -> int:
+        return site.cache_answers[f"{of.removeprefix(site.base_url)} 200"]
+
+    def scrape(target: str, **options: object):
+        return client.scrape(target, formats=["markdown"], timeout=60_000, **options)
+
+    first = await asyncio.to_thread(scrape, url)
+    second = await asyncio.to_thread(scrape, url)
+    assert first.metadata_typed.cache_state == "miss"
+    assert second.metadata_typed.cache_state == "hit"
+    assert second.metadata_typed.cached_at == first.metadata_typed.cached_at is not None
+    assert second.markdown == first.markdown
+    assert answers(url) == 1
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=SDK_TIMEOUT_S) as http:
+        # firecrawl-py's scrape() has no min_age: the body as Firecrawl documents it
+        aged = await http.post("/v2/scrape", json={"url": url, "minAge": 1})
+        unaged = await http.post("/v2/scrape", json={"url": never, "minAge": 1})
+    assert aged.json()["data"]["metadata"]["cacheState"] == "hit", aged.text
+    assert unaged.status_code == 404
+    assert unaged.json()["code"] == "SCRAPE_NO_CACHED_DATA"
+    fresh = await asyncio.to_thread(scrape, url, max_age=0)
+    assert fresh.metadata_typed.cache_state == "miss"
+    assert answers(url) == 2
+    with pytest.raises(FirecrawlError) as raised:
+        await asyncio.to_thread(scrape, never, lockdown=True)
+    assert raised.value.status_code == 404
+    assert raised.value.code == "SCRAPE_LOCKDOWN_CACHE_MISS"
+    assert answers(never) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from fastapi import APIRouter
@@ -53,9 +54,29 @@ def _wait_s(plan: ScrapePlan, default_s: float) -> float:
 
 def _answer(result: PageResult, plan: ScrapePlan) -> dict[str, Any]:
     error = result.error
+    if plan.choices.cache_only:
+        _check_cached(result, plan)
     if error is None or error.code in KEEPS_DOCUMENT:
         return {"success": True, "data": document(result, plan.choices)}
     raise ApiError(
         status=_FAILURES.get(error.code, 500),
         message=f"Scrape failed: {error_message(error.code, error.message)}",
     )
+
+
+def _check_cached(result: PageResult, plan: ScrapePlan) -> None:
+    """A cache-only read (`lockdown`, `minAge`) without an entry old enough is Firecrawl's 404."""
+    choices = plan.choices
+    code = "SCRAPE_LOCKDOWN_CACHE_MISS" if choices.lockdown else "SCRAPE_NO_CACHED_DATA"
+    missing = result.error is not None and result.error.code is ErrorCode.CACHE_MISS
+    if not missing and choices.min_age_ms and result.error is None:
+        cached_at = result.cached_at or result.fetched_at
+        age_ms = (datetime.now(UTC) - cached_at).total_seconds() * 1000
+        missing = age_ms < choices.min_age_ms
+    if missing:
+        raise ApiError(
+            status=404,
+            code=code,
+            message=f"No cached data for {result.url} that this request may use "
+            f"({'lockdown' if choices.lockdown else f'minAge {choices.min_age_ms} ms'})",
+        )

@@ -188,3 +188,35 @@ def test_a_batch_keeps_valid_urls_and_reports_the_invalid_ones():
     assert "nope" in error.message
     error = refusal(batch_plan, {"urls": [f"https://a.example/{n}" for n in range(101)]})
     assert "urls" in error.message
+
+
+def test_the_page_cache_options_map_to_the_contract():
+    """`maxAge` (Firecrawl's 2 days when absent), `storeInCache`, `minAge` and `lockdown`."""
+    url = "https://example.com/"
+    _, plain = scrape_plan({"url": url}, limits=LIMITS)
+    assert plain.options.max_age_ms == 2 * 24 * 3600 * 1000
+    assert plain.options.store_in_cache
+    assert not plain.options.cache_only
+    _, sdk = scrape_plan({"url": url, **SDK_SCRAPE_DEFAULTS}, limits=LIMITS)
+    assert sdk.options.max_age_ms == 14_400_000
+    _, fresh = scrape_plan({"url": url, "maxAge": 0, "storeInCache": False}, limits=LIMITS)
+    assert (fresh.options.max_age_ms, fresh.options.store_in_cache) == (0, False)
+    _, locked = scrape_plan({"url": url, "lockdown": True, "maxAge": 60_000}, limits=LIMITS)
+    assert locked.options.cache_only
+    assert locked.options.max_age_ms == 60_000
+    assert locked.choices.lockdown
+    _, aged = scrape_plan({"url": url, "minAge": 1}, limits=LIMITS)
+    assert aged.options.cache_only
+    assert aged.options.max_age_ms == 0  # any entry at least minAge old
+    assert aged.choices.min_age_ms == 1
+    crawl = crawl_plan({"url": url, "scrapeOptions": {"maxAge": 5}}, limits=LIMITS)
+    assert crawl.scrape.options.max_age_ms == 5
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("maxAge", -1), ("maxAge", "1h"), ("minAge", 1.5), ("lockdown", "yes"), ("storeInCache", 1)],
+)
+def test_a_bad_page_cache_option_is_a_400_naming_it(option, value):
+    error = refusal(scrape_plan, {"url": "https://example.com/", option: value})
+    assert option in error.message
