@@ -63,7 +63,7 @@ from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, dump_reques
 from service.messaging.reader import PartitionSpan
 from service.messaging.topics import ensure_topics, partition_for
 from service.settings import Settings
-from service.worker.placement import Placement
+from service.worker.coordinator.placement import Placement
 
 PARTITIONS: Final = 12
 """Request, page and output partitions (the service's defaults)."""

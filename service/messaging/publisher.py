@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
     from service.settings import Settings
 
+JSON_HEADERS: Final = [("content-type", b"application/json"), ("schema-version", b"1")]
+"""The headers of every JSON record the service writes."""
+
 CHUNK_OVERHEAD_BYTES: Final = 16_384
 """Room left in a message for key, headers and record framing when chunking."""
 

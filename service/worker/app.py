@@ -32,14 +32,15 @@ from service.messaging.publisher import Publisher
 from service.messaging.topics import check_copartitioned, ensure_topics, ready_partitions
 from service.net.policy import UrlPolicy
 from service.paths import PageRenderer
-from service.worker.deps import CoordinatorDeps, FetcherDeps
-from service.worker.fetcher import Fetcher, LocalLane
-from service.worker.intake import parse_request
-from service.worker.outputs import RunOutputs
-from service.worker.page_keys import page_key
-from service.worker.placement import Hashed, HostDirectory
-from service.worker.run import Run
-from service.worker.scheduler import PageScheduler, SlotLimits
+from service.worker.coordinator.deps import CoordinatorDeps
+from service.worker.coordinator.intake import parse_request
+from service.worker.coordinator.outputs import RunOutputs
+from service.worker.coordinator.page_keys import page_key
+from service.worker.coordinator.placement import Hashed, HostDirectory
+from service.worker.coordinator.run import Run
+from service.worker.fetcher.deps import FetcherDeps
+from service.worker.fetcher.records import Fetcher, LocalLane
+from service.worker.fetcher.scheduler import PageScheduler, SlotLimits
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from service.messaging.offsets import Delivery
     from service.metrics import Metrics
     from service.settings import Settings
-    from service.worker.placement import PagePartitions
+    from service.worker.coordinator.placement import PagePartitions
 
 log = get_logger(__name__)
 

@@ -14,8 +14,8 @@ import pytest
 
 from service.contracts import FrontierRecord, RecordSource, dump
 from service.frontier.log import read_job
-from service.messaging.publisher import Publisher
-from service.worker.outputs import JSON_HEADERS, RunOutputs
+from service.messaging.publisher import JSON_HEADERS, Publisher
+from service.worker.coordinator.outputs import RunOutputs
 
 pytestmark = pytest.mark.integration
 

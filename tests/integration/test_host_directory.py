@@ -15,7 +15,7 @@ import pytest
 
 from service.messaging.publisher import Publisher
 from service.messaging.topics import ensure_topics
-from service.worker.placement import HostDirectory, Placement
+from service.worker.coordinator.placement import HostDirectory, Placement
 
 pytestmark = pytest.mark.integration
 

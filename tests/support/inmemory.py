@@ -31,9 +31,10 @@ from service.messaging.publisher import Delivery, Message
 from service.metrics import Metrics
 from service.paths import HostRenderMemory, PageRenderer
 from service.settings import Settings
-from service.worker.deps import CoordinatorDeps, FetcherDeps
-from service.worker.placement import Hashed
-from service.worker.scheduler import PageScheduler, SlotLimits
+from service.worker.coordinator.deps import CoordinatorDeps
+from service.worker.coordinator.placement import Hashed
+from service.worker.fetcher.deps import FetcherDeps
+from service.worker.fetcher.scheduler import PageScheduler, SlotLimits
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -31,12 +31,12 @@ from prometheus_client import CollectorRegistry
 from service.contracts import FrontierRecord, PageTask, RecordSource, dump
 from service.control import ActiveRuns
 from service.messaging.offsets import Delivery, Verdict
+from service.messaging.publisher import JSON_HEADERS
 from service.messaging.topics import partition_for
 from service.metrics import Metrics
 from service.settings import Settings
-from service.worker.fetcher import Fetcher, LocalLane
-from service.worker.outputs import JSON_HEADERS
-from service.worker.run import Run
+from service.worker.coordinator.run import Run
+from service.worker.fetcher.records import Fetcher, LocalLane
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from service.contracts import CrawlRequest
     from service.messaging.publisher import Message
-    from service.worker.scheduler import PageScheduler
+    from service.worker.fetcher.scheduler import PageScheduler
 
 SOURCE: Final = RecordSource(topic="requests", partition=0, offset=0)
 

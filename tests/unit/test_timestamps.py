@@ -13,7 +13,7 @@ from pydantic import RootModel, TypeAdapter, ValidationError
 from service.contracts import MESSAGE_MODELS, CancelControl
 from service.errors import RejectedMessageError
 from service.settings import Settings
-from service.worker.intake import parse_request
+from service.worker.coordinator.intake import parse_request
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 from service.backpressure import Governor, LimitSource, MemorySnapshot, PauseReason
 from service.backpressure.gate import MemoryGate
 from service.metrics import Metrics
-from service.worker.scheduler import PageScheduler, PageTicket, SlotLimits
+from service.worker.fetcher.scheduler import PageScheduler, PageTicket, SlotLimits
 
 MIB = 1 << 20
 CAPACITY = 40

@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from service.messaging.publisher import Publisher
+from service.messaging.publisher import JSON_HEADERS, Publisher
 from service.settings import Settings
-from service.worker.outputs import JSON_HEADERS
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -8,7 +8,7 @@ import pytest
 
 from service.errors import RejectedMessageError
 from service.settings import Settings
-from service.worker.intake import parse_request
+from service.worker.coordinator.intake import parse_request
 
 SETTINGS = Settings(max_urls_per_request=3, max_request_bytes=2000)
 

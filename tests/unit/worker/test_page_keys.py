@@ -7,7 +7,7 @@ from collections import Counter
 
 from service.contracts import CrawlOptions
 from service.settings import Settings
-from service.worker.page_keys import page_key
+from service.worker.coordinator.page_keys import page_key
 
 OPTIONS = CrawlOptions()
 

@@ -9,7 +9,7 @@ from collections import Counter
 from service.errors import BrokerUnavailableError
 from service.messaging.topics import partition_for
 from service.settings import Settings
-from service.worker.placement import HostDirectory, Placements
+from service.worker.coordinator.placement import HostDirectory, Placements
 
 
 def test_the_first_record_of_a_key_wins_and_a_later_one_moves_nothing():

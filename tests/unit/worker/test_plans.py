@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from service.contracts import CrawlRequest, CrawlSpec, FrontierRecord, RecordSource
 from service.frontier.plan import SitemapPages
-from service.worker.plans import LINKS_ON_LOOP, DeepPlan, ListPlan, plan_for
+from service.worker.coordinator.plans import LINKS_ON_LOOP, DeepPlan, ListPlan, plan_for
 
 SITE = "http://site.test"
 SOURCE = RecordSource(topic="requests", partition=0, offset=0)

@@ -11,7 +11,7 @@ from service.backoff import backoff_s
 from service.content.page import PageContent, failed, parse_retry_after
 from service.contracts import ErrorCode
 from service.settings import Settings
-from service.worker.retry import MIN_ATTEMPT_S, PageDeadline, RetryPolicy, retry_reason
+from service.worker.fetcher.retry import MIN_ATTEMPT_S, PageDeadline, RetryPolicy, retry_reason
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 

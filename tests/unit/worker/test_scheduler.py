@@ -9,7 +9,7 @@ import pytest
 from inmemory import FixedGate
 from waiting import until
 
-from service.worker.scheduler import PageScheduler, PageTicket, SlotLimits
+from service.worker.fetcher.scheduler import PageScheduler, PageTicket, SlotLimits
 
 ROOMY = SlotLimits(per_request=100, per_host=100)
 """Shares and host limits that never bind: the gate alone decides."""

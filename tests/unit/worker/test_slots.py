@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.worker._slots import PageTicket, SlotLimits, SlotQueue
+from service.worker.fetcher._slots import PageTicket, SlotLimits, SlotQueue
 
 
 def _queue(per_request: int = 2, per_host: int = 100) -> SlotQueue[str]:

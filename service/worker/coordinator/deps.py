@@ -1,4 +1,4 @@
-"""What the two roles need from the worker, one bundle each."""
+"""What a run at its coordinator needs from the worker."""
 
 from __future__ import annotations
 
@@ -9,22 +9,14 @@ from typing import TYPE_CHECKING, Protocol
 from service.frontier.log import read_job
 
 if TYPE_CHECKING:
-    from service.browser.pool import BrowserPool
-    from service.cache import PageCache
     from service.contracts import FrontierRecord, PageTask, RecordSource
     from service.control import ControlReader
-    from service.egress.refusals import RefusedTargets
     from service.frontier.sitemap import TextSource
     from service.frontier.tail import FrontierTail
-    from service.http.robots import RobotsCache
-    from service.http.static import StaticFetcher
     from service.messaging.publisher import Publisher
     from service.metrics import Metrics
-    from service.net.policy import UrlPolicy
-    from service.paths import PageRenderer
     from service.settings import Settings
-    from service.worker.placement import PagePartitions
-    from service.worker.scheduler import PageScheduler
+    from service.worker.coordinator.placement import PagePartitions
 
 
 class FrontierLog(Protocol):
@@ -42,7 +34,7 @@ class FrontierLog(Protocol):
 
 
 class LocalFetcher(Protocol):
-    """This process's fetcher, as the coordinator sees it (`fetcher.LocalLane`)."""
+    """This process's fetcher, as the coordinator sees it (`worker.fetcher.records.LocalLane`)."""
 
     def owns(self, key: str) -> bool: ...
     def room(self) -> int: ...
@@ -76,28 +68,3 @@ class CoordinatorDeps:
     together on each host's partition instead of interleaving with every other run's (a
     fetcher that takes the next 48 records then serves a few runs, each with one browser
     context, not 30 at once)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FetcherDeps:
-    """A page at its fetcher: policy, robots, pacing, retries, a slot, a render."""
-
-    settings: Settings
-    publisher: Publisher
-    metrics: Metrics
-    control: ControlReader
-    pool: BrowserPool
-    scheduler: PageScheduler
-    """Page slots: memory admission, each run's share, the per-host limit."""
-    policy: UrlPolicy
-    robots: RobotsCache
-    """robots.txt rules per origin, fetched through the egress proxy: one fetch per
-    origin and TTL for the whole group, since one fetcher owns each host."""
-    refusals: RefusedTargets
-    """Targets the egress proxy refused, so a refused https page is `blocked`."""
-    renderer: PageRenderer
-    """Picks each page's path (`render`: browser, http, auto) and runs it."""
-    cache: PageCache | None = None
-    """The page cache of the hosts this fetcher owns (None: every page is fetched)."""
-    static: StaticFetcher | None = None
-    """The HTTP client through the egress proxy, for the cache's conditional requests."""

@@ -36,14 +36,14 @@ from service.contracts import (
     result_id_for,
     utc_now,
 )
+from service.control.stop import Stop
 from service.frontier.plan import Expansion, SitemapPages
 from service.frontier.sitemap import sitemap_urls
 from service.logs import get_logger
 from service.messaging.failures import root_cause
-from service.worker.outputs import RunOutputs
-from service.worker.page_keys import page_key
-from service.worker.plans import DeepPlan, plan_for
-from service.worker.stop import Stop
+from service.worker.coordinator.outputs import RunOutputs
+from service.worker.coordinator.page_keys import page_key
+from service.worker.coordinator.plans import DeepPlan, plan_for
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from service.contracts import CrawlRequest, RecordSource
     from service.control import Cancel
     from service.frontier.plan import Admitted
-    from service.worker.deps import CoordinatorDeps
+    from service.worker.coordinator.deps import CoordinatorDeps
 
 log = get_logger(__name__)
 

@@ -30,15 +30,15 @@ from service.contracts import (
     dump,
     utc_now,
 )
+from service.control.stop import Stop
 from service.errors import RejectedMessageError
 from service.frontier.plan import MAX_LINKS_SCANNED
 from service.logs import get_logger
 from service.messaging.dead_letter import send_dead_letter
 from service.messaging.offsets import Verdict
 from service.messaging.outbox import Outbox
-from service.worker.outputs import JSON_HEADERS
-from service.worker.pages import HostPacer, PageStage, Rendering, RunContexts
-from service.worker.stop import Stop
+from service.messaging.publisher import JSON_HEADERS
+from service.worker.fetcher.pages import HostPacer, PageStage, Rendering, RunContexts
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from service.frontier.tail import FrontierTail
     from service.messaging.offsets import Delivery
     from service.messaging.publisher import Publisher
-    from service.worker.deps import FetcherDeps
-    from service.worker.scheduler import PageScheduler
+    from service.worker.fetcher.deps import FetcherDeps
+    from service.worker.fetcher.scheduler import PageScheduler
 
 log = get_logger(__name__)
 

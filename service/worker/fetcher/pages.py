@@ -29,8 +29,8 @@ from service.http.static import StaticAnswer
 from service.logs import get_logger
 from service.net.hosts import host_key
 from service.net.policy import BlockedUrlError, UnresolvableHostError
-from service.worker.retry import PageDeadline, RetryPolicy, retry_reason
-from service.worker.scheduler import PageTicket
+from service.worker.fetcher.retry import PageDeadline, RetryPolicy, retry_reason
+from service.worker.fetcher.scheduler import PageTicket
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from service.cache import Validators
     from service.content.page import PageContent
     from service.contracts import CrawlOptions, PageTask
-    from service.worker.deps import FetcherDeps
+    from service.worker.fetcher.deps import FetcherDeps
 
 log = get_logger(__name__)
 

@@ -14,6 +14,7 @@ from service.contracts import (
     utc_now,
 )
 from service.messaging.outbox import Outbox
+from service.messaging.publisher import JSON_HEADERS
 
 if TYPE_CHECKING:
     import asyncio
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
     from service.contracts import FrontierRecord, PageTask, RecordSource
     from service.messaging.publisher import Publisher
     from service.settings import Settings
-
-JSON_HEADERS: Final = [("content-type", b"application/json"), ("schema-version", b"1")]
 
 EVENT_ROOM_BYTES: Final = 16_384
 """Room kept below the message limit for the key, headers and framing of an event."""

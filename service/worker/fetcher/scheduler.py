@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from service.backpressure.governor import newest_first
-from service.worker._slots import PageTicket, SlotLimits, SlotQueue
+from service.worker.fetcher._slots import PageTicket, SlotLimits, SlotQueue
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
-    from service.worker._slots import Waiting
+    from service.worker.fetcher._slots import Waiting
 
 __all__ = ["AdmissionGate", "PageScheduler", "PageTicket", "SlotLimits"]
 

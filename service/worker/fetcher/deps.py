@@ -1,0 +1,45 @@
+"""What a page at its fetcher needs from the worker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from service.browser.pool import BrowserPool
+    from service.cache import PageCache
+    from service.control import ControlReader
+    from service.egress.refusals import RefusedTargets
+    from service.http.robots import RobotsCache
+    from service.http.static import StaticFetcher
+    from service.messaging.publisher import Publisher
+    from service.metrics import Metrics
+    from service.net.policy import UrlPolicy
+    from service.paths import PageRenderer
+    from service.settings import Settings
+    from service.worker.fetcher.scheduler import PageScheduler
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetcherDeps:
+    """A page at its fetcher: policy, robots, pacing, retries, a slot, a render."""
+
+    settings: Settings
+    publisher: Publisher
+    metrics: Metrics
+    control: ControlReader
+    pool: BrowserPool
+    scheduler: PageScheduler
+    """Page slots: memory admission, each run's share, the per-host limit."""
+    policy: UrlPolicy
+    robots: RobotsCache
+    """robots.txt rules per origin, fetched through the egress proxy: one fetch per
+    origin and TTL for the whole group, since one fetcher owns each host."""
+    refusals: RefusedTargets
+    """Targets the egress proxy refused, so a refused https page is `blocked`."""
+    renderer: PageRenderer
+    """Picks each page's path (`render`: browser, http, auto) and runs it."""
+    cache: PageCache | None = None
+    """The page cache of the hosts this fetcher owns (None: every page is fetched)."""
+    static: StaticFetcher | None = None
+    """The HTTP client through the egress proxy, for the cache's conditional requests."""
