@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import Counter, deque
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -41,6 +40,7 @@ from service.frontier.plan import Expansion, SitemapPages
 from service.frontier.sitemap import sitemap_urls
 from service.logs import get_logger
 from service.messaging.failures import root_cause
+from service.worker.coordinator.ledger import RunLedger
 from service.worker.coordinator.outputs import RunOutputs
 from service.worker.coordinator.page_keys import page_key
 from service.worker.coordinator.plans import DeepPlan, plan_for
@@ -94,15 +94,8 @@ class Run:
         self._stop: Stop | None = None
         self._stopped = asyncio.Event()
         self._arrived: asyncio.Queue[FrontierRecord] = asyncio.Queue()
-        self._queues: dict[str, deque[Admitted]] = {}
-        """Page key -> its admitted pages not yet dispatched, in admission order (a page
-        that finished meanwhile, by an earlier run, is skipped when its turn comes)."""
-        self._waiting: dict[str, Admitted] = {}
-        """Admitted pages not yet dispatched, in admission order."""
-        self._dispatched: dict[str, str] = {}
-        """Dispatched pages without an outcome yet -> their page key."""
-        self._per_key: Counter[str] = Counter()
-        self._done: set[str] = set()
+        self._ledger = RunLedger(self._key)
+        """Each admitted page waiting, dispatched or done."""
         self._deadline_at: datetime | None = None
         self._started = time.monotonic()
         self._relieving: asyncio.Future[None] | None = None
@@ -184,7 +177,7 @@ class Run:
             if deadline is not None:
                 deadline.cancel()
             tail.unsubscribe(request_id, self._deliver)
-            self._deps.metrics.runs_waiting.dec(len(self._dispatched))
+            self._deps.metrics.runs_waiting.dec(self._ledger.dispatched)
 
     def _deliver(self, record: FrontierRecord) -> None:
         if record.source == self._outputs.source:
@@ -208,8 +201,8 @@ class Run:
 
     async def _crawl(self, position: int) -> None:
         sitemap_logged = await self._replay(position)
-        known = self._done | set(self._dispatched)
-        self._enqueue([page for page in self._plan.admitted if page.url not in known])
+        ledger = self._ledger
+        self._ledger.enqueue(page for page in self._plan.admitted if not ledger.known(page.url))
         sitemap: asyncio.Task[SitemapPages] | None = None
         if self._plan.wants_sitemap:
             sitemap = asyncio.create_task(self._sitemap(sitemap_logged))
@@ -217,7 +210,7 @@ class Run:
         try:
             while not self._stopped.is_set():
                 await self._dispatch()
-                if not self._dispatched and not self._waiting and sitemap is None:
+                if not self._ledger.pending and sitemap is None:
                     break
                 arrival = asyncio.create_task(self._arrived.get())
                 wait = {arrival, stopped, *([sitemap] if sitemap else [])}
@@ -253,7 +246,7 @@ class Run:
         by their fetchers (cancel from the control topic, `deadline_at` on the task), whose
         answers are waited for, so every page still has one result."""
         await self._fail_remaining(stop.code, stop.detail, dispatched=False)
-        while self._dispatched:
+        while self._ledger.dispatched:
             await self._take(await self._arrived.get())
 
     async def _replay(self, position: int) -> SitemapPages | None:
@@ -269,17 +262,18 @@ class Run:
             until=position,
         )
         sitemap, finished, dispatched = _logged(records)
+        finished_urls = set(finished)
         if sitemap is not None:
             self._plan.sitemap(sitemap)
         await self._resume(finished, dispatched)
-        self._deps.metrics.runs_waiting.inc(len(self._dispatched))
+        self._deps.metrics.runs_waiting.inc(self._ledger.dispatched)
         self._outputs.total = len(self._plan.admitted)
         self._outputs.discovered = self._plan.discovered
         if records:
             log.info(
                 "crawl.resumed",
-                pages=len(self._done),
-                dispatched=len(self._dispatched),
+                pages=len(finished_urls),
+                dispatched=self._ledger.dispatched,
                 sitemap=sitemap is not None,
             )
         return sitemap
@@ -295,7 +289,7 @@ class Run:
             index += 1
             record = finished.pop(page.url, None)
             if record is not None:
-                self._done.add(page.url)
+                self._ledger.done_before(page.url)
                 self._plan.finished(record)
                 self._outputs.total = len(self._plan.admitted)
                 self._outputs.discovered = self._plan.discovered
@@ -303,8 +297,7 @@ class Run:
                     page.url, record.outcome or "failed", record.error_code
                 )
             elif page.url in dispatched:
-                key = self._dispatched[page.url] = self._key(page.url)
-                self._per_key[key] += 1
+                self._ledger.dispatched_before(page.url)
 
     def _key(self, url: str) -> str:
         return page_key(url, self._request.options, self._deps.settings)
@@ -312,13 +305,14 @@ class Run:
     async def _dispatch(self) -> None:
         """Dispatch the waiting pages the window allows, in order; once the broker has
         them, log which (so a next coordinator waits for them instead of re-sending)."""
-        await self._deps.placement.place(self._queues)  # a new host gets its partition
+        # a new host gets its partition
+        await self._deps.placement.place(self._ledger.waiting_keys())
         local, batch = self._next_batch()
         if not local and not batch:
             return
         if self._plan.final:
-            _mark_last(local, self._queues)
-            _mark_last(batch, self._queues)
+            _mark_last(local, self._ledger)
+            _mark_last(batch, self._ledger)
         self._mark("dispatched")
         self._deps.metrics.runs_waiting.inc(len(local) + len(batch))
         lane = self._deps.local
@@ -345,28 +339,15 @@ class Run:
         lane page, and deaths are counted per page record there. A lane page is in no
         `dispatched` record: were this process to die, the next run dispatches it again.
         """
-        window = self._deps.settings.dispatch_window
         lane = None if self._earlier else self._deps.local
-        room = lane.room() if lane is not None else 0
-        local: list[tuple[PageTask, str]] = []
-        batch: list[tuple[PageTask, str]] = []
-        self._lane_full = False
-        for key, queue in list(self._queues.items()):
-            mine = lane is not None and lane.owns(key)
-            while queue and self._per_key[key] < window:
-                if mine and room <= 0:
-                    self._lane_full = True
-                    break
-                page = queue.popleft()
-                if self._waiting.pop(page.url, None) is None:
-                    continue  # finished meanwhile (an earlier run's page record)
-                self._per_key[key] += 1
-                self._dispatched[page.url] = key
-                (local if mine else batch).append((self._task(page), key))
-                room -= mine
-            if not queue:
-                del self._queues[key]
-        return local, batch
+        taken = self._ledger.next_batch(
+            self._deps.settings.dispatch_window,
+            owns=None if lane is None else lane.owns,
+            room=0 if lane is None else lane.room(),
+        )
+        self._lane_full = taken.lane_full
+        local = [(self._task(page), key) for page, key in taken.local]
+        return local, [(self._task(page), key) for page, key in taken.topic]
 
     def _task(self, page: Admitted) -> PageTask:
         request = self._request
@@ -389,15 +370,13 @@ class Run:
         """A page record arrived: count the page once, send its event, fold its links (not
         once the run is stopping: every page it counts must get a result)."""
         url = record.url
-        if record.kind != "page" or url is None or url in self._done:
+        if record.kind != "page" or url is None:
             return
-        key = self._dispatched.pop(url, None)
-        if key is not None:
-            self._per_key[key] -= 1
+        counted = self._ledger.answered(url)
+        if counted is None:
+            return  # counted before, or not a page of this run's plan
+        if counted:
             self._deps.metrics.runs_waiting.dec()
-        elif self._waiting.pop(url, None) is None:
-            return  # not a page of this run's plan (an earlier run admitted otherwise)
-        self._done.add(url)
         self._mark("first_outcome")
         self._outputs.discovered = self._plan.discovered
         await self._outputs.page_done(url, record.outcome or "failed", record.error_code)
@@ -414,13 +393,8 @@ class Run:
             expansion = plan.expansion(record)
         return plan.fold(record.url, expansion)
 
-    def _enqueue(self, pages: list[Admitted]) -> None:
-        for page in pages:
-            self._waiting[page.url] = page
-            self._queues.setdefault(self._key(page.url), deque()).append(page)
-
     def _admit(self, pages: list[Admitted]) -> None:
-        self._enqueue(pages)
+        self._ledger.enqueue(pages)
         self._outputs.total = len(self._plan.admitted)
         self._outputs.discovered = self._plan.discovered
 
@@ -490,24 +464,17 @@ class Run:
         """Crawl nothing: every page gets a failed result with `code`, then `failed`."""
         with structlog.contextvars.bound_contextvars(run_id=self.run_id):
             await self._outputs.event(EventType.ACCEPTED)
-            self._enqueue(list(self._plan.admitted))
+            self._ledger.enqueue(self._plan.admitted)
             await self._fail_remaining(code, message, dispatched=False)
             await self._finish(EventType.FAILED, f"{code.value}: {message}")
 
     async def _fail_remaining(self, code: ErrorCode, message: str, *, dispatched: bool) -> None:
         """Publish a failed result for each page never dispatched (and, with `dispatched`,
         for those a fetcher has not answered: the run is given up)."""
-        pages = list(self._waiting.values())
-        self._waiting.clear()
-        self._queues.clear()
         if dispatched:
-            admitted = {page.url: page for page in self._plan.admitted}
-            pages += [admitted[url] for url in self._dispatched if url in admitted]
-            self._deps.metrics.runs_waiting.dec(len(self._dispatched))
-            self._dispatched.clear()
-        unanswered = [page for page in pages if page.url not in self._done]
+            self._deps.metrics.runs_waiting.dec(self._ledger.dispatched)
+        unanswered = self._ledger.give_up(self._plan.admitted, dispatched=dispatched)
         for page in unanswered:
-            self._done.add(page.url)
             await self._outputs.result(self._failed_result(page, code, message))
         self._deps.metrics.pages.labels(code.value).inc(len(unanswered))
 
@@ -546,11 +513,13 @@ def _logged(
     return sitemap, finished, dispatched
 
 
-def _mark_last(tasks: list[tuple[PageTask, str]], queues: dict[str, deque[Admitted]]) -> None:
+def _mark_last(tasks: list[tuple[PageTask, str]], ledger: RunLedger) -> None:
     """Flag each key's last task when nothing of its key waits after it (and the plan will
     admit no more): the fetcher holding that key hands the run's context back as soon as
     that page ends, instead of keeping it `CONTEXT_LINGER_S` for pages that will not come."""
-    last: dict[str, int] = {key: n for n, (_, key) in enumerate(tasks) if key not in queues}
+    last: dict[str, int] = {
+        key: n for n, (_, key) in enumerate(tasks) if not ledger.has_waiting(key)
+    }
     for n in last.values():
         task, key = tasks[n]
         tasks[n] = (task.model_copy(update={"last": True}), key)
