@@ -75,12 +75,24 @@ class PageContent:
     """When the content was fetched, as the page cache holds it."""
 
     def result_fields(self) -> dict[str, object]:
-        """The fields that go onto the `PageResult` as they are."""
-        return {
+        """The fields that go onto the `PageResult` as they are: every field but those
+        named in `FETCHER_ONLY`. A field the result does not have is an error here, not a
+        silent loss (`tests/unit/content/test_page_model.py` checks both ways)."""
+        fields = {
             field.name: getattr(self, field.name)
             for field in dataclasses.fields(self)
-            if field.name in PageResult.model_fields
+            if field.name not in FETCHER_ONLY
         }
+        unknown = fields.keys() - PageResult.model_fields.keys()
+        if unknown:
+            raise TypeError(f"PageResult has no field for {sorted(unknown)}")
+        return fields
+
+
+FETCHER_ONLY: Final = frozenset({"retry_after_s", "outlinks", "source_html", "cache_headers"})
+"""`PageContent` fields the fetcher uses and the wire result does not carry: the retry's
+wait, the links a deep crawl follows (they go to the frontier record), what the page cache
+stores."""
 
 
 def failed(code: ErrorCode, message: str, **fields: object) -> PageContent:
