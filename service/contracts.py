@@ -29,6 +29,7 @@ from pydantic_core import PydanticCustomError
 
 from service.contracts_actions import Actions, ActionsOutput
 from service.contracts_identity import (
+    MAX_COOKIES,
     Cookie,
     DeviceName,
     Geolocation,
@@ -40,7 +41,7 @@ from service.contracts_identity import (
     Viewport,
 )
 from service.patterns import compile_patterns
-from service.selectors import css_problem
+from service.selectors import MAX_SELECTOR_CHARS, css_problem
 
 SCHEMA_VERSION: Final = 1
 """The version every message of this module carries; a reader rejects any other."""
@@ -169,7 +170,9 @@ def _css_selector(selector: str) -> str:
 
 
 CssSelector = Annotated[
-    str, StringConstraints(min_length=1, max_length=1024), AfterValidator(_css_selector)
+    str,
+    StringConstraints(min_length=1, max_length=MAX_SELECTOR_CHARS),
+    AfterValidator(_css_selector),
 ]
 """A CSS selector that lexbor parses; a request with one that does not is rejected with
 `invalid_selector`."""
@@ -239,6 +242,10 @@ CacheState = Literal["hit", "revalidated", "miss", "bypass"]
 """How the page cache took part in a result (`PageResult.cache_state`)."""
 
 
+WaitSelector = Annotated[str, StringConstraints(min_length=1, max_length=MAX_SELECTOR_CHARS)]
+"""A CSS selector to wait for (checked by the browser when it waits)."""
+
+
 class CrawlOptions(_Untrusted):
     """How each page of a request is fetched and what comes back."""
 
@@ -246,7 +253,7 @@ class CrawlOptions(_Untrusted):
     """Outputs wanted per page."""
     wait_until: Literal["load", "domcontentloaded", "networkidle"] = "load"
     """Navigation event to wait for before extracting."""
-    wait_for: Annotated[str, StringConstraints(min_length=1, max_length=1024)] | None = None
+    wait_for: WaitSelector | None = None
     """CSS selector that must be attached before extracting (catches JavaScript-inserted
     content); a page where it never appears fails with `timeout`, one the browser cannot
     evaluate with `invalid_selector`."""
@@ -290,7 +297,7 @@ class CrawlOptions(_Untrusted):
     """Extra HTTP headers sent with every request of the page (both paths; the browser sends
     them with its subresources too). Hop-by-hop headers (`Connection`, `Keep-Alive`, `TE`,
     `Trailer`, `Transfer-Encoding`, `Upgrade`, any `Proxy-*`) and `Host` are rejected."""
-    cookies: tuple[Cookie, ...] = Field(default=(), max_length=100)
+    cookies: tuple[Cookie, ...] = Field(default=(), max_length=MAX_COOKIES)
     """Cookies the pages start with, sent where they match (both paths)."""
     user_agent: UserAgent | None = None
     """The `User-Agent` of every request (both paths; in the browser also

@@ -111,10 +111,6 @@ class CrawlPlan:
         """Every admitted page has been folded: nothing more will ever be admitted."""
         return not self._awaiting_sitemap and self._folded == len(self.admitted)
 
-    def index_of(self, url: str) -> int:
-        """Place of an admitted page in `admitted`; KeyError for any other URL."""
-        return self._index[url]
-
     def depth_of(self, url: str) -> int:
         return self.admitted[self._index[url]].depth
 

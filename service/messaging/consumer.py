@@ -589,10 +589,6 @@ class RecordConsumer:
         return result
 
 
-RequestConsumer = RecordConsumer
-"""The coordinators' consumer (the default spec reads the requests topic)."""
-
-
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(self, consumer: RecordConsumer) -> None:
         self._consumer = consumer

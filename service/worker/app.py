@@ -43,9 +43,9 @@ from service.worker.fetcher.records import Fetcher, LocalLane
 from service.worker.fetcher.scheduler import PageScheduler, SlotLimits
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable
 
-    from aiokafka import ConsumerRecord, TopicPartition
+    from aiokafka import ConsumerRecord
 
     from service.contracts import PageTask
     from service.control import Cancel
@@ -415,15 +415,6 @@ class Worker:
         if self._coordinator is None:
             raise RuntimeError("the worker is not coordinating")
         return self._coordinator
-
-
-def _following(tail: FrontierTail) -> Callable[[set[TopicPartition]], Awaitable[None]]:
-    """After each rebalance of the requests topic: follow the same frontier partitions."""
-
-    async def follow(assigned: set[TopicPartition]) -> None:
-        await tail.follow({tp.partition for tp in assigned})
-
-    return follow
 
 
 def _lane_may_take(consumer: RecordConsumer, partition: int | None) -> bool:
