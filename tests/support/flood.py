@@ -35,6 +35,10 @@ SPARE_DESCRIPTORS = 256
 MAX_PER_PROCESS = 12_500
 """Most connections one process opens."""
 
+ATTEMPTS = 5
+"""Tries of one connection, as a determined flooder makes them: on a loaded machine a few
+attempts time out or are refused while the accept queue is full, and are made again."""
+
 REPORT_EVERY = 500
 """A progress line after this many more attempts have ended."""
 
@@ -51,16 +55,19 @@ class _Tally:
 async def _connect_one(tally: _Tally, address: tuple[str, int], limit: asyncio.Semaphore) -> None:
     loop = asyncio.get_running_loop()
     async with limit:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setblocking(False)  # noqa: FBT003
-        try:
-            async with asyncio.timeout(CONNECT_DEADLINE_S):
-                await loop.sock_connect(sock, address)
-        except (OSError, TimeoutError):
-            sock.close()
-            tally.failed += 1
+        for _ in range(ATTEMPTS):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setblocking(False)  # noqa: FBT003
+            try:
+                async with asyncio.timeout(CONNECT_DEADLINE_S):
+                    await loop.sock_connect(sock, address)
+            except (OSError, TimeoutError):
+                sock.close()
+            else:
+                tally.opened.append(sock)
+                break
         else:
-            tally.opened.append(sock)
+            tally.failed += 1
     if (len(tally.opened) + tally.failed) % REPORT_EVERY == 0:
         print(tally.line("opened"), flush=True)  # noqa: T201
 
