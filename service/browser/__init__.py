@@ -1,6 +1,7 @@
 """Browser: the Chromium pool, its request contexts, and rendering one page under a deadline."""
 
-from service.browser.pool import BrowserPool, RequestContext
+from service.browser.context import RequestContext
+from service.browser.pool import BrowserPool
 from service.browser.render import fetch_page
 from service.browser.settle import SettleLimits
 

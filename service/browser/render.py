@@ -30,7 +30,7 @@ from service.errors import BrowserUnavailableError
 if TYPE_CHECKING:
     from playwright.async_api import Page, Response
 
-    from service.browser.pool import RequestContext
+    from service.browser.context import RequestContext
     from service.content.extract import FollowRules
     from service.contracts import CrawlOptions
     from service.contracts_actions import ActionsOutput

@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING
 import pytest
 from harness import produce
 
-from service.browser.pool import BrowserPool, RequestContext
+from service.browser.pool import BrowserPool
 from service.contracts import CrawlOptions, CrawlRequest, EventType, dump
 from service.settings import Settings
 
 if TYPE_CHECKING:
     from harness import Collector
     from testsite import TestSite
+
+    from service.browser.context import RequestContext
 
 pytestmark = pytest.mark.integration
 

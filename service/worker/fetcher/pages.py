@@ -35,7 +35,8 @@ from service.worker.fetcher.scheduler import PageTicket
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from service.browser.pool import BrowserPool, RequestContext
+    from service.browser.context import RequestContext
+    from service.browser.pool import BrowserPool
     from service.cache import Validators
     from service.content.page import PageContent
     from service.contracts import CrawlOptions, PageTask

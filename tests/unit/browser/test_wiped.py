@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from service.browser.pool import _origin
+from service.browser.context import _origin
 from service.browser.wiped import WipedContexts
 
 
