@@ -87,3 +87,15 @@ async def test_a_settled_read_that_gets_no_answer_reads_the_page_on_its_own():
 
     assert page.scripts == [SETTLED_READ_SCRIPT, READ_PROBE]
     assert (probe.url, probe.status, html) == (URL, 200, "<html>read</html>")
+
+
+def test_the_probe_script_has_every_mark_filled():
+    """probe.js's `@NAME@` marks are all replaced by navigation.py's values."""
+    from service.browser import navigation  # noqa: PLC0415
+
+    script = navigation.PROBE_SCRIPT
+    assert "@" not in script.replace("'@'", "")
+    assert script.startswith("(() => {")
+    for value in (navigation.PROBE_NAME, navigation.SETTLE_NAME, navigation.CHANGE_NAME):
+        assert f"'{value}'" in script
+    assert f"<= {navigation.TIMER_HORIZON_MS})" in script
