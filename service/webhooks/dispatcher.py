@@ -15,12 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
-from pydantic import ValidationError
 
-from service.contracts import ProgressEvent, utc_now
-from service.contracts_webhook import WebhookConfig
 from service.gateway.documents import document
-from service.gateway.jobs import JobMarker
 from service.gateway.keys import KeyRing
 from service.gateway.options import ScrapeChoices
 from service.health import HealthServer
@@ -29,19 +25,19 @@ from service.webhooks.delivery import Deliverer
 from service.webhooks.lanes import Lanes, Work
 from service.webhooks.ledger import PartitionLedger
 from service.webhooks.metrics import SkipReason, WebhookMetrics
-from service.webhooks.payloads import hook_of, webhook_event
+from service.webhooks.payloads import webhook_event
+from service.webhooks.records import Records
 from service.webhooks.results import Results
-from service.webhooks.targets import Sealer, SigningKeys, TargetError
+from service.webhooks.targets import Sealer, SigningKeys
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from aiokafka import TopicPartition
     from aiokafka.structs import ConsumerRecord
 
-    from service.contracts_webhook import Hook
+    from service.contracts import ProgressEvent
+    from service.gateway.jobs import JobMarker
     from service.settings import Settings
-    from service.webhooks.targets import Target
+    from service.webhooks.records import Planned
 
 log = structlog.get_logger(__name__)
 
@@ -49,13 +45,6 @@ POLL_TIMEOUT_MS: Final = 500
 
 DEFAULT_CHOICES: Final = ScrapeChoices(formats=("markdown",))
 """The document shape of a `page` event of a request produced without the gateway."""
-
-
-class _Skip(Exception):  # noqa: N818 - a verdict, not a failure
-    def __init__(self, reason: SkipReason, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
 
 
 class Dispatcher:
@@ -70,8 +59,8 @@ class Dispatcher:
             auto_offset_reset="earliest",
         )
         keys = KeyRing.load(settings.gateway_keys_file)
-        self._sealer = Sealer.from_settings(settings)
-        self._sealer.check(keys)
+        sealer = Sealer.from_settings(settings)
+        sealer.check(keys)
         self._signing = SigningKeys.of(settings, keys)
         self._results = Results(settings)
         self._ledgers: dict[TopicPartition, PartitionLedger] = {}
@@ -83,6 +72,13 @@ class Dispatcher:
             failed=self.metrics.skipped.labels(SkipReason.FAILED).inc,
         )
         self._deliverer = Deliverer(settings)
+        self._records = Records(
+            sealer=sealer,
+            metrics=self.metrics,
+            max_age=settings.webhook_max_age,
+            results_partitions=lambda: self._results.partitions,
+            expired=self._expired,
+        )
 
     async def run(self) -> None:
         """Until SIGTERM or SIGINT: read, hand to the lanes, commit what is done, repeat."""
@@ -123,13 +119,14 @@ class Dispatcher:
     async def _admit(self, record: ConsumerRecord[bytes, bytes], ledger: PartitionLedger) -> None:
         """Hand the record's event to its receiver's lane, or mark it done at once."""
         done = functools.partial(ledger.done, record.offset)
-        planned = self._plan(record, done)
+        planned = self._records.plan(record)
         if planned is None:
             done()
             return
-        origin, work = planned
-        lane = self._lanes.of(origin)
-        if await lane.put(work, timeout_s=0):
+        run = functools.partial(self._deliver, planned)
+        work = Work(job=planned.event.request_id, run=run, done=done)
+        lane = self._lanes.of(planned.target.origin)
+        if lane.offer(work):
             return
         # the receiver's queue is full: stop reading (staying in the group) until it has room
         while not await lane.put(work, timeout_s=POLL_TIMEOUT_MS / 1000):
@@ -146,58 +143,9 @@ class Dispatcher:
                 self._consumer.seek(tp, records[0].offset)
         await self._commit()
 
-    def _plan(
-        self, record: ConsumerRecord[bytes, bytes], done: Callable[[], None]
-    ) -> tuple[str, Work] | None:
-        """The lane and work of a record, or None when it asks for nothing: every record
-        that cannot be used is counted and logged here, and skipped."""
-        try:
-            return self._work(record, done)
-        except _Skip as skip:
-            self._skipped(record, skip.reason, skip.detail)
-        except Exception as exc:  # the record's error boundary: traceback, count, go on
-            log.exception(
-                "webhooks.record_failed", partition=record.partition, offset=record.offset
-            )
-            self._skipped(record, SkipReason.FAILED, repr(exc), logged=True)
-        return None
-
-    def _work(
-        self, record: ConsumerRecord[bytes, bytes], done: Callable[[], None]
-    ) -> tuple[str, Work] | None:
-        try:
-            event = ProgressEvent.model_validate_json(record.value or b"")
-        except ValidationError as exc:
-            raise _Skip(SkipReason.INVALID, _first_error(exc)) from None
-        try:
-            hook = WebhookConfig.of(event.request_metadata)
-        except ValidationError as exc:
-            raise _Skip(SkipReason.INVALID_WEBHOOK, _first_error(exc)) from None
-        if hook is None:
-            return None
-        try:
-            marker = JobMarker.of(event.request_metadata)
-        except ValidationError as exc:
-            raise _Skip(SkipReason.MARKER, _first_error(exc)) from None
-        if not self._results.usable(marker):
-            raise _Skip(SkipReason.MARKER, "the job marker names no place in the results topic")
-        try:
-            target = self._sealer.open(event.request_id, hook)
-        except TargetError as exc:
-            raise _Skip(SkipReason.SEALED, str(exc)) from None
-        if utc_now() - event.at > self._settings.webhook_max_age:
-            log.info("webhook.expired", request_id=event.request_id, type=event.type.value)
-            self.metrics.events.labels("expired").inc()
-            if event.is_terminal:
-                self._results.forget(event.request_id)
-            return None
-        run = functools.partial(self._deliver, event, hook_of(event, target), target, marker)
-        return target.origin, Work(job=event.request_id, run=run, done=done)
-
-    async def _deliver(
-        self, event: ProgressEvent, hook: Hook | None, target: Target, marker: JobMarker | None
-    ) -> None:
+    async def _deliver(self, planned: Planned) -> None:
         """In the receiver's lane: the event's document (a page), the delivery, the count."""
+        event, hook, target, marker = planned.event, planned.hook, planned.target, planned.marker
         if hook is not None:
             data = await self._data(event, marker) if hook == "page" else []
             prefix = "batch_scrape" if marker is not None and marker.kind == "batch" else "crawl"
@@ -210,6 +158,10 @@ class Dispatcher:
         if event.is_terminal:
             self._results.forget(event.request_id)
 
+    def _expired(self, event: ProgressEvent) -> None:
+        if event.is_terminal:
+            self._results.forget(event.request_id)
+
     async def _data(self, event: ProgressEvent, marker: JobMarker | None) -> list[dict[str, Any]]:
         try:
             result = await self._results.find(event, marker)
@@ -218,24 +170,6 @@ class Dispatcher:
             return []
         choices = DEFAULT_CHOICES if marker is None else _choices(marker)
         return [document(result, choices)]
-
-    def _skipped(
-        self,
-        record: ConsumerRecord[bytes, bytes],
-        reason: SkipReason,
-        detail: str,
-        *,
-        logged: bool = False,
-    ) -> None:
-        self.metrics.skipped.labels(reason).inc()
-        if not logged:
-            log.warning(
-                "webhooks.skipped",
-                reason=str(reason),
-                detail=detail,
-                partition=record.partition,
-                offset=record.offset,
-            )
 
     async def _commit(self) -> None:
         """Commit each assigned partition's position where it moved; a failed commit is
@@ -277,13 +211,6 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self._dispatcher.assigned(assigned)
-
-
-def _first_error(exc: ValidationError) -> str:
-    """The first validation error, without the input (it may carry a credential)."""
-    error = exc.errors(include_input=False, include_url=False)[0]
-    where = ".".join(str(part) for part in error["loc"])
-    return f"{where}: {error['msg']}" if where else error["msg"]
 
 
 def _choices(marker: JobMarker) -> ScrapeChoices:

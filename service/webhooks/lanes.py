@@ -48,14 +48,24 @@ class Lane:
     def idle(self) -> bool:
         return self._busy == 0 and all(queue.empty() for queue in self._queues)
 
+    def offer(self, work: Work) -> bool:
+        """Queue `work` in its job's slot if it has room now."""
+        try:
+            self._slot(work).put_nowait(work)
+        except asyncio.QueueFull:
+            return False
+        return True
+
     async def put(self, work: Work, *, timeout_s: float) -> bool:
         """Queue `work` in its job's slot; False when the slot stayed full for `timeout_s`."""
-        queue = self._queues[zlib.crc32(work.job.encode()) % len(self._queues)]
         try:
-            await asyncio.wait_for(queue.put(work), timeout_s)
+            await asyncio.wait_for(self._slot(work).put(work), timeout_s)
         except TimeoutError:
             return False
         return True
+
+    def _slot(self, work: Work) -> asyncio.Queue[Work]:
+        return self._queues[zlib.crc32(work.job.encode()) % len(self._queues)]
 
     async def close(self) -> None:
         for task in self._tasks:

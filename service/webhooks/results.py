@@ -57,11 +57,10 @@ class Results:
     async def stop(self) -> None:
         await self._consumer.stop()
 
-    def usable(self, marker: JobMarker | None) -> bool:
-        """Whether a job marker names a place in the results topic that exists."""
-        return marker is None or (
-            marker.results_partition in self._partitions and marker.results_offset >= 0
-        )
+    @property
+    def partitions(self) -> list[int]:
+        """The results topic's partitions (read at start)."""
+        return self._partitions
 
     def forget(self, job_id: str) -> None:
         self._positions.pop(job_id, None)

@@ -15,8 +15,10 @@ import httpx
 import pytest
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.partitioner import DefaultPartitioner
 from gateway import DispatcherProcess, GatewayProcess, free_port
+from harness import read_topic
 from listeners import listening
 from upstream_proxy import upstream_proxy
 from webhook_receiver import receiving
@@ -62,7 +64,13 @@ def value(metrics: str, sample: str) -> float:
     return 0.0
 
 
+def group_of(env: dict[str, str]) -> str:
+    """The dispatcher group of a test: its own, so no other test's dispatcher joins it."""
+    return env["CRAWL_PROGRESS_TOPIC"] + "-webhooks"
+
+
 async def start_dispatcher(env: dict[str, str], tmp_path, name: str = "d1") -> DispatcherProcess:
+    env = env | {"CRAWL_WEBHOOK_GROUP_ID": group_of(env)}
     dispatcher = DispatcherProcess(env, tmp_path / f"{name}.log", name)
     await dispatcher.start()
     return dispatcher
@@ -202,7 +210,8 @@ async def test_a_slow_receiver_of_one_tenant_does_not_delay_another_tenants_even
     topics: Topics, start_worker, collector, site: TestSite, tmp_path
 ):
     """Tenant A's receiver takes 9 s an event; tenant B's job, whose events come after all of
-    A's on the same partition, is delivered before A's receiver has its last event."""
+    A's on the same partition, is delivered before A's receiver has its last event, and the
+    group's committed offset stays at or below A's undelivered event (at least once)."""
 
     async def slow(_: web.Request) -> web.StreamResponse:
         await asyncio.sleep(SLOW_RECEIVER_S)
@@ -218,18 +227,39 @@ async def test_a_slow_receiver_of_one_tenant_does_not_delay_another_tenants_even
                     [site.url("/page/3")], metadata={"webhook": receiver_a.url()}
                 )
                 await collector.wait_until(lambda c: c.terminal(job_a.request_id), 120)
+                a_events = await read_topic(
+                    topics.bootstrap,
+                    topics.progress,
+                    len(collector.seen.events_of(job_a.request_id)),
+                    30,
+                    key=job_a.request_id.encode(),
+                )
                 job_b = await client.submit(
                     [site.url("/page/4")],
                     request_id=same_partition_id(job_a.request_id),
                     metadata={"webhook": receiver_b.url()},
                 )
             await until(lambda: "crawl.completed" in receiver_b.types(job_b.request_id), 120)
+            committed = await committed_offsets(topics.bootstrap, group_of(env))
             a_when_b_done = receiver_a.types(job_a.request_id)
             await until(lambda: "crawl.completed" in receiver_a.types(job_a.request_id), 120)
         finally:
             await dispatcher.close()
     assert "crawl.completed" not in a_when_b_done
     assert receiver_a.types(job_a.request_id)[-1] == "crawl.completed"
+    a_terminal = a_events[-1]
+    tp = TopicPartition(topics.progress, a_terminal.partition)
+    assert committed.get(tp, -1) <= a_terminal.offset
+
+
+async def committed_offsets(bootstrap: str, group: str) -> dict[TopicPartition, int]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        found = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    return {tp: meta.offset for tp, meta in found.items()}
 
 
 def keys_file(tmp_path, secrets: dict[str, str]) -> str:

@@ -52,8 +52,9 @@ async def test_a_full_lane_says_so_instead_of_growing():
         await never.wait()
 
     lane = lanes.of("http://a:1")
-    assert await lane.put(Work(job="j", run=run, done=lambda: None), timeout_s=1)
+    assert lane.offer(Work(job="j", run=run, done=lambda: None))
     await asyncio.sleep(0)  # the slot takes it
     assert await lane.put(Work(job="j", run=run, done=lambda: None), timeout_s=1)
     assert not await lane.put(Work(job="j", run=run, done=lambda: None), timeout_s=0.05)
+    assert not lane.offer(Work(job="j", run=run, done=lambda: None))
     await lanes.close()
