@@ -110,6 +110,8 @@ class Dispatcher:
         for tp, records in batch.items():
             ledger = self._ledgers.setdefault(tp, PartitionLedger())
             for record in records:
+                if self._stop.is_set():  # the rest is read again by the next owner
+                    break
                 ledger.take(record.offset)
                 await self._admit(record, ledger)
         await self._commit()
@@ -130,6 +132,8 @@ class Dispatcher:
             return
         # the receiver's queue is full: stop reading (staying in the group) until it has room
         while not await lane.put(work, timeout_s=POLL_TIMEOUT_MS / 1000):
+            if self._stop.is_set():  # left uncommitted: read again after the restart
+                return
             await self._idle_poll()
         self._consumer.resume(*self._consumer.assignment())
 

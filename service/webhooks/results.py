@@ -70,7 +70,7 @@ class Results:
 
     async def find(self, event: ProgressEvent, marker: JobMarker | None) -> PageResult:
         """The result of a page event; TimeoutError when it cannot be read in time."""
-        async with self._lock, asyncio.timeout(self._settings.kafka_timeout.total_seconds()):
+        async with asyncio.timeout(self._settings.kafka_timeout.total_seconds()):
             found = self._found.setdefault(event.request_id, {})
             taken = self._taken.setdefault(event.request_id, set())
             result_id = str(event.result_id)
@@ -78,9 +78,13 @@ class Results:
             again = result_id in taken and result_id not in found
             if again or event.request_id not in self._positions:
                 # a repeated event reads the job's results again from where they begin
-                self._positions[event.request_id] = await self._start(tp, event, marker)
+                async with self._lock:
+                    self._positions[event.request_id] = await self._start(tp, event, marker)
             while result_id not in found:
-                await self._read(tp, event.request_id, found, result_id, taken)
+                # the lock is held one read at a time: a long search of one job (a result
+                # that never comes) lets the other receivers' lookups take turns with it
+                async with self._lock:
+                    await self._read(tp, event.request_id, found, result_id, taken)
             taken.add(result_id)
             return found.pop(result_id)
 
