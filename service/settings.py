@@ -340,15 +340,29 @@ class Settings(BaseSettings):
     """Address the gateway listens on."""
     gateway_keys_file: Path | None = None
     """JSON file of API keys and tenants (`{"keys": [{"key", "tenant", "max_concurrent_jobs",
-    "pages_per_minute"}]}`, e.g. a mounted Kubernetes Secret); unset: the gateway is open."""
+    "pages_per_minute", "webhook_secret"}]}`, e.g. a mounted Kubernetes Secret); unset: the
+    gateway is open. The webhook dispatcher reads it too, for each tenant's webhook secret."""
     gateway_scrape_timeout: Seconds = Field(default=timedelta(seconds=60), gt=timedelta(0))
     """How long a synchronous `POST /v2/scrape` without a `timeout` waits for its page (queueing
     in Kafka included) before it answers 408 and cancels the request."""
 
     # --- Webhooks (`crawlstream webhooks`) ---------------------------------------------
     webhook_secret: SecretStr | None = None
-    """Key of the HMAC-SHA256 signature of every webhook body (`X-Firecrawl-Signature:
-    sha256=<hex>`, as Firecrawl signs); unset: webhooks go unsigned."""
+    """Key of the HMAC-SHA256 signature of webhook bodies (`X-Firecrawl-Signature:
+    sha256=<hex>`, as Firecrawl signs) for a gateway without keys and for Kafka producers'
+    requests; with a keys file each tenant's own `webhook_secret` signs its jobs' webhooks.
+    Unset: those webhooks go unsigned."""
+    webhook_seal_key: SecretStr | None = None
+    """Key the gateway seals each job's webhook target (URL, headers, tenant) with and the
+    dispatcher opens it with, so no credential of a webhook is echoed in events or results;
+    set the same value on both. Unset: derived from `CRAWL_WEBHOOK_SECRET`; without either, the
+    gateway refuses webhooks with headers or a URL query (400)."""
+    webhook_concurrency: int = Field(default=4, ge=1, le=64)
+    """Deliveries at once to one receiver (one `scheme://host:port`); a job's events always
+    go one after the other, in order. Receivers never wait for each other."""
+    webhook_queue_depth: int = Field(default=1000, ge=1, le=100_000)
+    """Events read but not yet delivered that one receiver may hold; when one is full, the
+    dispatcher stops reading until it has room (the memory bound)."""
     webhook_group_id: str = "crawlstream-webhooks"
     """Consumer group of the webhook dispatchers (any number of replicas)."""
     webhook_attempts: int = Field(default=6, ge=1, le=20)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from service.errors import ConfigurationError
 
@@ -37,6 +37,9 @@ class KeyEntry(BaseModel):
     tenant: str = Field(min_length=1, max_length=128)
     max_concurrent_jobs: int | None = Field(default=None, ge=1)
     pages_per_minute: int | None = Field(default=None, ge=1)
+    webhook_secret: SecretStr | None = Field(default=None, min_length=16)
+    """Signs the webhooks of this tenant's jobs (`X-Firecrawl-Signature`); unset: they go
+    unsigned (the shared `CRAWL_WEBHOOK_SECRET` is for a gateway without keys)."""
 
 
 class KeysFile(BaseModel):

@@ -120,11 +120,31 @@ def crawl_plan(body: Mapping[str, Any], *, limits: Limits) -> CrawlPlan:
         respect_robots=not bool_of(body, "ignoreRobotsTxt", default=False),
     )
     spec = _spec(body, url, limits)
-    echo = {
-        key: value for key, value in body.items() if key not in {"url", "webhook", *COMMON_KEYS}
-    }
+    echo = _without_credentials(
+        {key: value for key, value in body.items() if key not in {"url", "webhook", *COMMON_KEYS}}
+    )
     hook = _webhook(body.get("webhook"))
     return CrawlPlan(url=url, spec=spec, scrape=scrape, echo=echo, webhook=hook)
+
+
+REDACTED: Final = "[redacted]"
+"""What the echo of a crawl's options shows instead of a credential."""
+
+
+def _without_credentials(echo: dict[str, Any]) -> dict[str, Any]:
+    """The options as given, but for credentials (the echo travels on every event): the
+    page headers' values and the user info of a proxy URL."""
+    options = echo.get("scrapeOptions")
+    if not isinstance(options, dict):
+        return echo
+    options = dict(options)
+    if isinstance(options.get("headers"), dict):
+        options["headers"] = dict.fromkeys(options["headers"], REDACTED)
+    proxy = options.get("proxy")
+    if isinstance(proxy, str) and "@" in proxy:
+        scheme, _, rest = proxy.partition("://")
+        options["proxy"] = f"{scheme}://{REDACTED}@{rest.rpartition('@')[2]}"
+    return echo | {"scrapeOptions": options}
 
 
 def batch_plan(body: Mapping[str, Any], *, limits: Limits) -> BatchPlan:

@@ -21,6 +21,7 @@ from service.gateway.mapping import Limits
 from service.gateway.results import Page, ResultReader
 from service.gateway.view_reader import ViewReader
 from service.net.policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
+from service.webhooks.targets import Sealer
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -52,6 +53,8 @@ class Gateway:
         self.limits = Limits.from_settings(settings)
         self.view = JobView()
         self.keys = KeyRing.load(settings.gateway_keys_file)
+        self._sealer = Sealer.from_settings(settings)
+        self._sealer.check(self.keys)
         self._policy = UrlPolicy.from_settings(settings)
         self._admitting: dict[str, asyncio.Lock] = {}
         """Per tenant: one admission at a time on this replica, so two concurrent starts
@@ -121,7 +124,7 @@ class Gateway:
     ) -> str:
         """Produce the job's request and return its id (the request_id); 429 over a limit."""
         if webhook is not None:
-            await self._check_webhook(webhook.url)
+            await self._check_webhook(webhook)
         async with self._admitting.setdefault(tenant, asyncio.Lock()):
             await self.admit(tenant)
             return await self._start(
@@ -160,17 +163,21 @@ class Gateway:
         )
         metadata: dict[str, JsonValue] = {MARKER_KEY: marker.model_dump(mode="json")}
         if webhook is not None:
-            metadata[WEBHOOK_KEY] = webhook.model_dump(mode="json")
+            metadata[WEBHOOK_KEY] = self._sealer.record(job_id, tenant, webhook)
         await self._client.submit(urls, options, request_id=job_id, metadata=metadata, crawl=crawl)
         self.view.submitted(job_id, marker)
         return job_id
 
-    async def _check_webhook(self, url: str) -> None:
-        """400 for a webhook URL the egress policy forbids (a private address, a port)."""
+    async def _check_webhook(self, webhook: WebhookConfig) -> None:
+        """400 for a webhook URL the egress policy forbids (a private address, a port), and
+        for credentials this gateway could not keep out of the echo (no seal key)."""
         try:
-            await self._policy.check_target(url)
+            await self._policy.check_target(webhook.url)
         except (BlockedUrlError, UnresolvableHostError) as exc:
             raise refused(("webhook", "url"), f"refused by the egress policy: {exc}") from None
+        refusal = self._sealer.refusal(webhook)
+        if refusal is not None:
+            raise refused(("webhook",), refusal)
 
     async def status(self, job_id: str, kind: JobKind, tenant: str) -> JobStatus:
         """The job as the view knows it; the view first catches up with the job's requests

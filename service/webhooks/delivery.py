@@ -1,11 +1,13 @@
 """POSTs one webhook event: signed, retried with backoff, only to addresses the egress
-policy allows (resolved once and connected to as checked: no DNS rebinding)."""
+policy allows (resolved once and connected to as checked: no DNS rebinding). Redirects are
+never followed: a 3xx is a failed delivery, so nothing signed goes where it was not aimed."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import socket
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Self
 
 import aiohttp
@@ -17,9 +19,9 @@ from service.net.policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
 from service.webhooks.payloads import EVENT_ID_HEADER, SIGNATURE_HEADER, signature
 
 if TYPE_CHECKING:
-    from service.contracts_webhook import WebhookConfig
     from service.settings import Settings
     from service.webhooks.payloads import WebhookEvent
+    from service.webhooks.targets import Target
 
 log = structlog.get_logger(__name__)
 
@@ -28,6 +30,19 @@ RETRY_MAX_S: Final = 30.0
 
 PERMANENT_STATUSES: Final = frozenset({400, 401, 403, 404, 405, 410, 413, 422})
 """Answers that another try will not change: the event is dropped at once."""
+
+
+class Outcome(StrEnum):
+    """What one attempt came to."""
+
+    OK = "ok"
+    RETRY = "retry"
+    PERMANENT = "permanent"
+    """An answer another try will not change (see PERMANENT_STATUSES)."""
+    REDIRECT = "redirect"
+    """A 3xx: never followed (a signed POST is not re-aimed), the event is dropped."""
+    BLOCKED = "blocked"
+    """The egress policy forbids the target."""
 
 
 class _PolicyResolver(AbstractResolver):
@@ -62,8 +77,6 @@ class Deliverer:
 
     def __init__(self, settings: Settings) -> None:
         self._policy = UrlPolicy.from_settings(settings)
-        secret = settings.webhook_secret
-        self._secret = secret.get_secret_value() if secret is not None else None
         self._attempts = settings.webhook_attempts
         self._timeout = aiohttp.ClientTimeout(total=settings.webhook_timeout.total_seconds())
         self._session: aiohttp.ClientSession | None = None
@@ -77,42 +90,57 @@ class Deliverer:
         if self._session is not None:
             await self._session.close()
 
-    def check(self, url: str) -> None:
-        """Raise BlockedUrlError for a URL the policy forbids (without DNS)."""
-        self._policy.check_url(url)
-
-    async def deliver(self, config: WebhookConfig, event: WebhookEvent) -> bool:
+    async def deliver(self, target: Target, event: WebhookEvent, *, secret: str | None) -> bool:
         """True once the receiver answered 2xx; False when it was given up (logged)."""
         raw = json.dumps(event.body, separators=(",", ":")).encode()
-        headers = self._headers(config, event, raw)
+        headers = _headers(target, event, raw, secret)
+        outcome = Outcome.RETRY
         for attempt in range(self._attempts):
-            outcome = await self._post(config.url, raw, headers)
-            if outcome == "ok":
+            if attempt:
+                await asyncio.sleep(backoff_s(attempt - 1, base_s=RETRY_BASE_S, max_s=RETRY_MAX_S))
+            outcome = await self._post(target, raw, headers)
+            if outcome is Outcome.OK:
                 return True
-            if outcome == "permanent":
+            if outcome is not Outcome.RETRY:
                 break
-            await asyncio.sleep(backoff_s(attempt, base_s=RETRY_BASE_S, max_s=RETRY_MAX_S))
-        log.warning("webhook.dropped", url=config.url, event=event.id)
+        log.warning(
+            "webhook.dropped", receiver=target.origin, event_id=event.id, reason=str(outcome)
+        )
         return False
 
-    def _headers(self, config: WebhookConfig, event: WebhookEvent, raw: bytes) -> dict[str, str]:
-        headers = {**config.headers, "Content-Type": "application/json", EVENT_ID_HEADER: event.id}
-        if self._secret is not None:
-            headers[SIGNATURE_HEADER] = signature(self._secret, raw)
-        return headers
-
-    async def _post(self, url: str, raw: bytes, headers: dict[str, Any]) -> str:
+    async def _post(self, target: Target, raw: bytes, headers: dict[str, Any]) -> Outcome:
         if self._session is None:
             raise RuntimeError("Deliverer used outside its context")
         try:
-            self._policy.check_url(url)
-            async with self._session.post(url, data=raw, headers=headers) as response:
-                if response.status < 300:  # noqa: PLR2004
-                    return "ok"
-                return "permanent" if response.status in PERMANENT_STATUSES else "retry"
+            self._policy.check_url(target.url)
+            async with self._session.post(
+                target.url, data=raw, headers=headers, allow_redirects=False
+            ) as response:
+                return _outcome(response.status)
         except (BlockedUrlError, ValueError) as exc:
-            log.warning("webhook.blocked", url=url, error=str(exc))
-            return "permanent"
+            log.warning("webhook.blocked", receiver=target.origin, error=_scrubbed(exc, target))
+            return Outcome.BLOCKED
         except (aiohttp.ClientError, TimeoutError, UnresolvableHostError, OSError) as exc:
-            log.info("webhook.retry", url=url, error=repr(exc))
-            return "retry"
+            log.info("webhook.retry", receiver=target.origin, error=_scrubbed(exc, target))
+            return Outcome.RETRY
+
+
+def _scrubbed(exc: Exception, target: Target) -> str:
+    """The error as a log line may show it: the target's URL (its path and query may carry
+    a token) replaced by its origin."""
+    return repr(exc).replace(target.url, target.origin)
+
+
+def _outcome(status: int) -> Outcome:
+    if status < 300:  # noqa: PLR2004
+        return Outcome.OK
+    if status < 400:  # noqa: PLR2004
+        return Outcome.REDIRECT
+    return Outcome.PERMANENT if status in PERMANENT_STATUSES else Outcome.RETRY
+
+
+def _headers(target: Target, event: WebhookEvent, raw: bytes, secret: str | None) -> dict[str, str]:
+    headers = {**target.headers, "Content-Type": "application/json", EVENT_ID_HEADER: event.id}
+    if secret is not None:
+        headers[SIGNATURE_HEADER] = signature(secret, raw)
+    return headers

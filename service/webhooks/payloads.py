@@ -10,12 +10,26 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from service.contracts import EventType, ProgressEvent
 
 if TYPE_CHECKING:
-    from service.contracts_webhook import Hook, WebhookConfig
+    from collections.abc import Mapping
+
+    from pydantic import JsonValue
+
+    from service.contracts_webhook import Hook
+
+
+class Hooked(Protocol):
+    """What a request asked for: which events (`events`), echoing what (`metadata`)."""
+
+    @property
+    def events(self) -> tuple[Hook, ...]: ...
+    @property
+    def metadata(self) -> Mapping[str, JsonValue]: ...
+
 
 SIGNATURE_HEADER: Final = "X-Firecrawl-Signature"
 """Firecrawl's signature header: `sha256=` and the hex HMAC-SHA256 of the raw body."""
@@ -44,7 +58,7 @@ class WebhookEvent:
     body: dict[str, Any]
 
 
-def hook_of(event: ProgressEvent, config: WebhookConfig) -> Hook | None:
+def hook_of(event: ProgressEvent, config: Hooked) -> Hook | None:
     """The webhook event a progress event gives, if the request asked for it."""
     hook = _HOOKS.get(event.type)
     return hook if hook in config.events else None
@@ -53,7 +67,7 @@ def hook_of(event: ProgressEvent, config: WebhookConfig) -> Hook | None:
 def webhook_event(
     event: ProgressEvent,
     hook: Hook,
-    config: WebhookConfig,
+    config: Hooked,
     *,
     prefix: str,
     data: list[dict[str, Any]],
@@ -67,7 +81,7 @@ def webhook_event(
         "id": event.request_id,
         "eventId": event_id,
         "data": data,
-        "metadata": config.metadata,
+        "metadata": dict(config.metadata),
     }
     if hook == "failed":
         body["error"] = event.detail or event.type.value

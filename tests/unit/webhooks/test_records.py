@@ -1,0 +1,108 @@
+"""Every progress record the dispatcher cannot use is counted by reason, logged once and
+skipped, never raised (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+from structlog.testing import capture_logs
+
+from service.contracts import EventType, ProgressEvent
+from service.contracts_webhook import WebhookConfig
+from service.webhooks.metrics import WebhookMetrics
+from service.webhooks.records import Records
+from service.webhooks.seal import derive
+from service.webhooks.targets import Sealer
+
+KEY = derive(b"the seal key of this deployment")
+
+
+def records(metrics: WebhookMetrics) -> Records:
+    return Records(
+        sealer=Sealer(KEY),
+        metrics=metrics,
+        max_age=timedelta(days=1),
+        results_partitions=lambda: [0, 1, 2, 3],
+        expired=lambda _: None,
+    )
+
+
+def record(value: bytes, offset: int = 7) -> SimpleNamespace:
+    return SimpleNamespace(value=value, partition=0, offset=offset)
+
+
+def event(metadata: dict) -> bytes:
+    return (
+        ProgressEvent(
+            request_id="job-1",
+            run_id="run-1",
+            seq=0,
+            type=EventType.ACCEPTED,
+            total=1,
+            succeeded=0,
+            failed=0,
+            at=datetime.now(UTC),
+            worker="w1",
+            request_metadata=metadata,
+        )
+        .model_dump_json()
+        .encode()
+    )
+
+
+def marker(results_offset: int, results_partition: int = 0) -> dict:
+    return {
+        "kind": "crawl",
+        "url": "https://example.com/",
+        "tenant": "tenant-b",
+        "created_at": "2026-12-02T00:00:00Z",
+        "results_partition": results_partition,
+        "results_offset": results_offset,
+        "formats": ["markdown"],
+    }
+
+
+HOOK = "https://hooks.example/in"
+OTHER_KEY_SEAL = Sealer(derive(b"another deployment")).record("job-1", "t", WebhookConfig(url=HOOK))
+ANOTHER_JOBS_SEAL = Sealer(KEY).record("job-2", "t", WebhookConfig(url=HOOK))
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b"\xff not json", "invalid"),
+        (b'{"schema_version": 1}', "invalid"),
+        (event({"webhook": {"url": HOOK, "unknown": 1}}), "invalid_webhook"),
+        (event({"webhook": HOOK, "firecrawl": marker(-1)}), "marker"),
+        (event({"webhook": HOOK, "firecrawl": marker(2**64)}), "marker"),
+        (event({"webhook": HOOK, "firecrawl": marker(0, results_partition=99)}), "marker"),
+        (event({"webhook": HOOK, "firecrawl": {"kind": "nope"}}), "marker"),
+        (event({"webhook": OTHER_KEY_SEAL}), "sealed"),
+        (event({"webhook": ANOTHER_JOBS_SEAL}), "sealed"),
+        (event({"webhook": {"sealed": "v1.AAAA"}}), "sealed"),
+    ],
+)
+def test_a_record_it_cannot_use_is_counted_logged_once_and_skipped(value, reason):
+    metrics = WebhookMetrics()
+    with capture_logs() as logs:
+        planned = records(metrics).plan(record(value))
+    assert planned is None
+    skipped = [e for e in logs if e["event"] == "webhooks.skipped"]
+    assert [e["reason"] for e in skipped] == [reason]
+    sample = metrics.registry.get_sample_value(
+        "crawl_webhook_records_skipped_total", {"reason": reason}
+    )
+    assert sample == 1
+
+
+def test_a_usable_record_names_its_receiver_and_its_hook():
+    sealed = Sealer(KEY).record("job-1", "tenant-b", WebhookConfig(url=HOOK + "?token=x"))
+    planned = records(WebhookMetrics()).plan(
+        record(event({"webhook": sealed, "firecrawl": marker(5)}))
+    )
+    assert planned is not None
+    assert planned.target.origin == "https://hooks.example:443"
+    assert planned.target.tenant == "tenant-b"
+    assert planned.hook == "started"
