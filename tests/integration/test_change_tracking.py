@@ -1,0 +1,136 @@
+"""Change tracking against the real broker, worker and Chromium, default settings: two
+tracked runs of the same pages report `changed` pages with a diff, pages whose only change
+is noise as `same` and a page now 404 as `removed`; another tag starts its own history; the
+change feed holds exactly the changes."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import aiohttp
+import pytest
+from _changepages import version_words
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from harness import produce, read_topic
+
+from service.contracts import CrawlOptions, CrawlRequest, EventType, dump
+from service.contracts_changes import ChangeRecord
+from service.messaging.metadata import partitions_of
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_S = 240.0
+"""Generous: two shared cores, one worker, browser pages."""
+
+
+async def _crawl(topics, collector, request_id: str, urls: list[str], **options: object):
+    """The request's results by URL, once it completed."""
+    request = CrawlRequest(request_id=request_id, urls=urls, options=CrawlOptions(**options))
+    await produce(topics, [(request_id.encode(), dump(request))])
+    await collector.wait_until(lambda seen: seen.terminal(request_id), deadline_s=DEADLINE_S)
+    [terminal] = collector.seen.terminal(request_id)
+    assert terminal.type == EventType.COMPLETED, terminal
+    results = {result.url: result for result in collector.seen.results_of(request_id)}
+    assert set(results) == set(urls)
+    return results
+
+
+async def _records_on(topics, topic: str) -> int:
+    """How many records `topic` holds (the sum of its partitions' end offsets)."""
+    numbers = await partitions_of(topics.settings(), topic)
+    partitions = [TopicPartition(topic, p) for p in numbers]
+    consumer = AIOKafkaConsumer(bootstrap_servers=topics.bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        async with asyncio.timeout(DEADLINE_S):
+            consumer.assign(partitions)
+            ends = await consumer.end_offsets(partitions)
+    finally:
+        await consumer.stop()
+    return sum(ends.values())
+
+
+async def _post(site, path: str) -> None:
+    async with aiohttp.ClientSession() as session, session.post(site.url(path)) as answer:
+        assert answer.status == 200
+
+
+async def test_two_tracked_runs_tell_changes_from_noise_and_removals(
+    shared_topics, shared_collector, site, shared_worker
+):
+    """Six pages tracked twice, every page's clock, nonce, script, style and attributes
+    different on every load: the two edited pages are `changed` with a diff of their old and
+    new line, the three others `same`, the one now 404 `removed`; every page of the second
+    run has its `previous_fetched_at`; a run under another tag finds every page `new`; the
+    change feed holds one record per change and none for `same`."""
+    prefix = uuid.uuid4().hex[:8]
+    names = [f"{prefix}-{i}" for i in range(6)]
+    urls = [site.url(f"/changes/p/{name}") for name in names]
+    edited, gone, quiet = names[:2], names[2], names[3:]
+    tracking = {"change_tracking": {"diff": True}}
+    first_id, second_id, tagged_id = (f"ct{i}-{uuid.uuid4().hex}" for i in range(3))
+    first = await _crawl(shared_topics, shared_collector, first_id, urls, **tracking)
+    for name in edited:
+        await _post(site, f"/changes/edit/{name}")
+    await _post(site, f"/changes/remove/{gone}")
+    second = await _crawl(shared_topics, shared_collector, second_id, urls, **tracking)
+
+    def status(results, name: str) -> str | None:
+        change = results[site.url(f"/changes/p/{name}")].change_tracking
+        return None if change is None else change.status
+
+    assert {status(first, name) for name in names} == {"new"}
+    assert [status(second, name) for name in edited] == ["changed", "changed"]
+    assert [status(second, name) for name in quiet] == ["same", "same", "same"]
+    assert status(second, gone) == "removed"
+    for name in edited:
+        change = second[site.url(f"/changes/p/{name}")].change_tracking
+        assert change is not None
+        lines = (change.diff or "").splitlines()
+        assert f"-{version_words(name, 0)}" in lines, change.diff
+        assert f"+{version_words(name, 1)}" in lines, change.diff
+    for url in urls:
+        change = second[url].change_tracking
+        assert change is not None
+        assert change.previous_fetched_at is not None
+        assert first[url].fetched_at >= change.previous_fetched_at
+    assert second[site.url(f"/changes/p/{quiet[0]}")].change_tracking.diff is None
+
+    answering = [site.url(f"/changes/p/{name}") for name in [*edited, *quiet]]
+    tagged = await _crawl(
+        shared_topics,
+        shared_collector,
+        tagged_id,
+        answering,
+        change_tracking={"tag": "weekly", "diff": True},
+    )
+    assert {result.change_tracking.status for result in tagged.values()} == {"new"}
+
+    ours = {first_id, second_id, tagged_id}
+    expected = {
+        first_id: {(url, "new") for url in urls},
+        second_id: {
+            *((site.url(f"/changes/p/{name}"), "changed") for name in edited),
+            (site.url(f"/changes/p/{gone}"), "removed"),
+        },
+        tagged_id: {(url, "new") for url in answering},
+    }
+    total = sum(map(len, expected.values()))
+    records = await read_topic(shared_topics.bootstrap, shared_topics.changes, total, DEADLINE_S)
+    assert await _records_on(shared_topics, shared_topics.changes) == total
+    feed = [ChangeRecord.model_validate_json(record.value) for record in records]
+    assert all(record.request_id in ours for record in feed)
+    for request_id, wanted in expected.items():
+        found = [(r.url, r.status) for r in feed if r.request_id == request_id]
+        assert sorted(found) == sorted(wanted), request_id
+    assert all(
+        record.key.decode() == ChangeRecord.model_validate_json(record.value).url
+        for record in records
+    )
+    removal = next(r for r in feed if r.status == "removed")
+    assert removal.previous_sha256 is not None
+    assert removal.content_sha256 is None
+    change = next(r for r in feed if r.status == "changed")
+    assert change.diff_bytes > 0
+    assert change.previous_fetched_at is not None
