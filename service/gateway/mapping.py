@@ -186,6 +186,8 @@ def _plan(
     }
     if choices.timeout_ms is not None:
         fields["timeout_ms"] = choices.timeout_ms
+    if choices.change_tracking is not None:
+        fields["change_tracking"] = choices.change_tracking
     fields |= contract_fields(options, path, json_schema=choices.json_schema)
     # the per-page ceilings are the worker's (it clamps `timeout_ms`)
     context = None if limits.proxy_pools is None else {"proxy_pools": limits.proxy_pools}
