@@ -134,3 +134,28 @@ async def test_two_tracked_runs_tell_changes_from_noise_and_removals(
     change = next(r for r in feed if r.status == "changed")
     assert change.diff_bytes > 0
     assert change.previous_fetched_at is not None
+
+
+@pytest.mark.long_running
+async def test_the_fetcher_that_takes_over_compares_with_the_history_left_on_kafka(
+    topics, collector, site, start_worker
+):
+    """kill -9 of the worker that tracked three pages: the worker that takes the partitions
+    over reads their histories from the topic and finds the edited page `changed`, with
+    the diff of the Markdown the first one kept, and the others `same`."""
+    prefix = uuid.uuid4().hex[:8]
+    names = [f"{prefix}-k{i}" for i in range(3)]
+    urls = [site.url(f"/changes/p/{name}") for name in names]
+    tracking = {"change_tracking": {"diff": True, "tag": "takeover"}}
+    first_worker = await start_worker("t-first")
+    first = await _crawl(topics, collector, f"tk1-{uuid.uuid4().hex}", urls, **tracking)
+    assert {result.change_tracking.status for result in first.values()} == {"new"}
+    await first_worker.kill()
+    await _post(site, f"/changes/edit/{names[0]}")
+    await start_worker("t-second")
+    second = await _crawl(topics, collector, f"tk2-{uuid.uuid4().hex}", urls, **tracking)
+    statuses = [second[url].change_tracking.status for url in urls]
+    assert statuses == ["changed", "same", "same"]
+    diff = (second[urls[0]].change_tracking.diff or "").splitlines()
+    assert f"-{version_words(names[0], 0)}" in diff
+    assert f"+{version_words(names[0], 1)}" in diff
