@@ -6,7 +6,7 @@ diff), the history's key, record and store interface with its Kafka version, and
 `ChangeTracker`, which a fetcher passes each tracked page's content through.
 """
 
-from service.changes.compare import Observation, compare
+from service.changes.compare import History, Observation, compare
 from service.changes.history import HistoryRecord, HistoryStore, history_key
 from service.changes.reading import Reading, read_html, read_text, shaping_of
 from service.changes.store import KafkaHistoryStore
@@ -14,6 +14,7 @@ from service.changes.tracker import ChangeTracker, TrackedPage
 
 __all__ = [
     "ChangeTracker",
+    "History",
     "HistoryRecord",
     "HistoryStore",
     "KafkaHistoryStore",

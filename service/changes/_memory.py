@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from service.changes.compare import Observation
+from service.changes.compare import History, Observation
 
 if TYPE_CHECKING:
     from service.changes.history import HistoryRecord
@@ -16,15 +16,28 @@ class MemoryHistoryStore:
     def __init__(self) -> None:
         self.records: dict[int, dict[str, HistoryRecord]] = {}
 
-    async def find(self, partition: int, key: str) -> Observation | None:
+    async def find(self, partition: int, key: str) -> History | None:
         record = self.records.get(partition, {}).get(key)
         if record is None:
             return None
-        return Observation(fetched_at=record.fetched_at, sha256=record.sha256)
+        before = record.before
+        return History(
+            latest=Observation(fetched_at=record.fetched_at, sha256=record.sha256),
+            result_id=record.result_id,
+            before=(
+                None
+                if before is None
+                else Observation(fetched_at=before.fetched_at, sha256=before.sha256)
+            ),
+        )
 
-    async def markdown(self, partition: int, key: str) -> str | None:
+    async def markdown(self, partition: int, key: str, *, before: bool = False) -> str | None:
         record = self.records.get(partition, {}).get(key)
-        return None if record is None else record.markdown
+        if record is None:
+            return None
+        if before:
+            return None if record.before is None else record.before.markdown
+        return record.markdown
 
     async def put(self, partition: int, record: HistoryRecord) -> None:
         self.records.setdefault(partition, {})[record.key] = record

@@ -38,6 +38,25 @@ class Observation:
         return self.sha256 is None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class History:
+    """A page's newest observation under its tag, and the one before it."""
+
+    latest: Observation
+    result_id: str
+    """The result that made `latest` (`PageResult.result_id`)."""
+    before: Observation | None = None
+
+    def basis(self, result_id: str) -> tuple[Observation | None, bool]:
+        """What the result `result_id` compares with, and whether that is `before`: a
+        redelivered page (its result made `latest`, then its worker died before the result
+        was acknowledged) compares with what its first attempt compared with, so its
+        result says what changed since the previous run, not `same`."""
+        if result_id == self.result_id:
+            return self.before, True
+        return self.latest, False
+
+
 def status_of(previous: Observation | None, current: Observation) -> str:
     if previous is None:
         return "new"

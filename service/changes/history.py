@@ -20,7 +20,7 @@ from service.cache.variant import cache_key
 from service.contracts import SCHEMA_VERSION, Timestamp
 
 if TYPE_CHECKING:
-    from service.changes.compare import Observation
+    from service.changes.compare import History
     from service.contracts import ChangeTracking, CrawlOptions
 
 KEY_VERSION: Final = 1
@@ -46,8 +46,19 @@ def history_key(url: str, options: CrawlOptions, tracking: ChangeTracking, *, sc
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+class PriorObservation(BaseModel):
+    """The observation a history's newest one was compared with."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fetched_at: Timestamp
+    sha256: str | None
+    markdown: str | None = None
+
+
 class HistoryRecord(BaseModel):
-    """Value of the history topic: a page's newest observation under one tag."""
+    """Value of the history topic: a page's newest observation under one tag, and the one
+    it was compared with (for a redelivery of the result that made it)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -55,21 +66,25 @@ class HistoryRecord(BaseModel):
     key: str
     url: str
     tag: str | None = None
+    result_id: str
+    """The result that made this observation."""
     fetched_at: Timestamp
     sha256: str | None
     """Of the page's reading (None: the page was gone, 404 or 410)."""
     markdown: str | None = None
+    before: PriorObservation | None = None
 
 
 class HistoryStore(Protocol):
     """Where a fetcher finds and keeps histories, by page partition."""
 
-    async def find(self, partition: int, key: str) -> Observation | None:
-        """The newest observation of `key`, without its Markdown."""
+    async def find(self, partition: int, key: str) -> History | None:
+        """The newest observations of `key`, without their Markdown."""
         ...
 
-    async def markdown(self, partition: int, key: str) -> str | None:
-        """The Markdown of the newest observation of `key` (None: not kept)."""
+    async def markdown(self, partition: int, key: str, *, before: bool = False) -> str | None:
+        """The Markdown of the newest observation of `key`, or of the one `before` it
+        (None: not kept)."""
         ...
 
     async def put(self, partition: int, record: HistoryRecord) -> None: ...

@@ -17,7 +17,7 @@ import cramjam
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from service.changes.compare import Observation
+from service.changes.compare import History, Observation
 from service.changes.history import HistoryRecord
 from service.logs import get_logger
 from service.messaging.kafka_config import client_options
@@ -45,24 +45,50 @@ SHA_HEADER: Final = "crawlstream-sha256"
 FETCHED_HEADER: Final = "crawlstream-fetched-at"
 """When the observation was fetched, seconds since the epoch."""
 
+RESULT_HEADER: Final = "crawlstream-result-id"
+"""The result that made the observation."""
+
+BEFORE_SHA_HEADER: Final = "crawlstream-before-sha256"
+BEFORE_FETCHED_HEADER: Final = "crawlstream-before-fetched-at"
+"""The observation it was compared with (absent when there was none)."""
+
 RECORD_OVERHEAD_BYTES: Final = 4096
 """Room left in a Kafka message beside a record's compressed bytes and headers."""
 
 
+def _observation(digest: bytes | None, fetched_at: float) -> Observation:
+    return Observation(
+        fetched_at=datetime.fromtimestamp(fetched_at, UTC),
+        sha256=None if digest is None else digest.hex(),
+    )
+
+
 class _Slot:
-    """One key's newest observation as held in memory."""
+    """One key's newest observation, and the one before it, as held in memory."""
 
-    __slots__ = ("digest", "fetched_at", "offset")
+    __slots__ = ("before", "digest", "fetched_at", "offset", "result_id")
 
-    def __init__(self, digest: bytes | None, fetched_at: float, offset: int) -> None:
+    def __init__(
+        self,
+        *,
+        digest: bytes | None,
+        fetched_at: float,
+        offset: int,
+        result_id: str,
+        before: tuple[bytes | None, float] | None,
+    ) -> None:
         self.digest = digest
         self.fetched_at = fetched_at
         self.offset = offset
+        self.result_id = result_id
+        self.before = before
 
-    def observation(self) -> Observation:
-        return Observation(
-            fetched_at=datetime.fromtimestamp(self.fetched_at, UTC),
-            sha256=None if self.digest is None else self.digest.hex(),
+    def history(self) -> History:
+        before = None if self.before is None else _observation(*self.before)
+        return History(
+            latest=_observation(self.digest, self.fetched_at),
+            result_id=self.result_id,
+            before=before,
         )
 
 
@@ -75,10 +101,40 @@ def decode_record(raw: bytes) -> HistoryRecord:
 
 
 def record_headers(record: HistoryRecord) -> list[tuple[str, bytes]]:
-    return [
+    headers = [
         (SHA_HEADER, (record.sha256 or "").encode()),
         (FETCHED_HEADER, repr(record.fetched_at.timestamp()).encode()),
+        (RESULT_HEADER, record.result_id.encode()),
     ]
+    if record.before is not None:
+        headers += [
+            (BEFORE_SHA_HEADER, (record.before.sha256 or "").encode()),
+            (BEFORE_FETCHED_HEADER, repr(record.before.fetched_at.timestamp()).encode()),
+        ]
+    return headers
+
+
+def slot_of(headers: dict[str, bytes], offset: int) -> _Slot:
+    """The slot a record's headers describe; KeyError or ValueError when they do not."""
+    before = None
+    if BEFORE_SHA_HEADER in headers:
+        sha = headers[BEFORE_SHA_HEADER].decode()
+        before = (bytes.fromhex(sha) if sha else None, float(headers[BEFORE_FETCHED_HEADER]))
+    sha = headers[SHA_HEADER].decode()
+    return _Slot(
+        digest=bytes.fromhex(sha) if sha else None,
+        fetched_at=float(headers[FETCHED_HEADER]),
+        offset=offset,
+        result_id=headers[RESULT_HEADER].decode(),
+        before=before,
+    )
+
+
+def _without_markdown(record: HistoryRecord) -> HistoryRecord:
+    before = record.before
+    if before is not None:
+        before = before.model_copy(update={"markdown": None})
+    return record.model_copy(update={"markdown": None, "before": before})
 
 
 class KafkaHistoryStore:
@@ -121,28 +177,40 @@ class KafkaHistoryStore:
             await self._index.stop()
             await self._values.stop()
 
-    async def find(self, partition: int, key: str) -> Observation | None:
+    async def find(self, partition: int, key: str) -> History | None:
         await self._catch_up(partition)
         slot = self._slots.get(partition, {}).get(bytes.fromhex(key))
-        return None if slot is None else slot.observation()
+        return None if slot is None else slot.history()
 
-    async def markdown(self, partition: int, key: str) -> str | None:
+    async def markdown(self, partition: int, key: str, *, before: bool = False) -> str | None:
         slot = self._slots.get(partition, {}).get(bytes.fromhex(key))
         if slot is None:
             return None
+        record = await self._read(partition, key, slot.offset)
+        if record is None:
+            return None
+        if before:
+            return None if record.before is None else record.before.markdown
+        return record.markdown
+
+    async def _read(self, partition: int, key: str, offset: int) -> HistoryRecord | None:
+        """The record at `offset`, if it is still the one of `key` there."""
         tp = TopicPartition(self._topic, partition)
         async with self._value_lock, asyncio.timeout(self._timeout_s):
             self._values.assign([tp])
-            self._values.seek(tp, slot.offset)
+            end = (await self._values.end_offsets([tp]))[tp]
+            if offset >= end:
+                return None  # the topic was recreated or cut back
+            self._values.seek(tp, offset)
             while True:
                 batch = await self._values.getmany(tp, timeout_ms=POLL_TIMEOUT_MS, max_records=1)
                 for record in batch.get(tp, []):
-                    return self._markdown_of(record, key, slot.offset)
+                    return self._record_of(record, key, offset)
 
     async def put(self, partition: int, record: HistoryRecord) -> None:
         value = encode_record(record)
-        if len(value) > self._max_value:  # kept without its Markdown: no diff next time
-            value = encode_record(record.model_copy(update={"markdown": None}))
+        if len(value) > self._max_value:  # kept without its Markdowns: no diff next time
+            value = encode_record(_without_markdown(record))
         message = Message(
             self._topic,
             record.key.encode(),
@@ -153,8 +221,7 @@ class KafkaHistoryStore:
         written = await asyncio.wait_for(await self._publisher.send(message), self._timeout_s)
         offset = getattr(written, "offset", None)
         if isinstance(offset, int):
-            digest = None if record.sha256 is None else bytes.fromhex(record.sha256)
-            slot = _Slot(digest, record.fetched_at.timestamp(), offset)
+            slot = slot_of(dict(message.headers), offset)
             self._slots.setdefault(partition, {})[bytes.fromhex(record.key)] = slot
 
     async def _catch_up(self, partition: int) -> None:
@@ -194,19 +261,14 @@ class KafkaHistoryStore:
         if not record.value:  # a tombstone
             slots.pop(key, None)
             return
-        headers = dict(record.headers)
         try:
-            sha = headers[SHA_HEADER].decode()
-            fetched_at = float(headers[FETCHED_HEADER])
-            digest = bytes.fromhex(sha) if sha else None
+            slots[key] = slot_of(dict(record.headers), record.offset)
         except (KeyError, ValueError) as exc:
             log.warning("changes.history_unreadable", partition=partition, error=repr(exc))
-            return
-        slots[key] = _Slot(digest, fetched_at, record.offset)
 
-    def _markdown_of(
+    def _record_of(
         self, record: ConsumerRecord[bytes, bytes], key: str, offset: int
-    ) -> str | None:
+    ) -> HistoryRecord | None:
         if record.offset != offset or not record.value:
             return None  # compacted away: a newer record of the key replaced it
         try:
@@ -214,4 +276,4 @@ class KafkaHistoryStore:
         except (ValidationError, cramjam.DecompressionError) as exc:
             log.warning("changes.history_unreadable", offset=offset, error=str(exc)[:200])
             return None
-        return history.markdown if history.key == key else None
+        return history if history.key == key else None

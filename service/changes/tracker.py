@@ -17,7 +17,7 @@ from aiokafka.errors import KafkaError
 
 from service.cache.variant import tenant_scope
 from service.changes.compare import GONE_STATUSES, Observation, compare, status_of
-from service.changes.history import HistoryRecord, history_key
+from service.changes.history import HistoryRecord, PriorObservation, history_key
 from service.changes.reading import Reading, read_html, read_text, shaping_of
 from service.content.extract import HtmlTooComplexError
 from service.contracts import dump, result_id_for, utc_now
@@ -103,22 +103,17 @@ class ChangeTracker:
             return None
         scope = tenant_scope(task.request_metadata)
         key = history_key(task.url, task.options, tracking, scope=scope)
-        previous = await self._store.find(partition, key)
+        history = await self._store.find(partition, key)
+        result_id = result_id_for(task.request_id, task.url)
+        previous, again = (None, False) if history is None else history.basis(result_id)
         if previous is None and current.gone:
             return None  # never seen answering: nothing was removed
+        status = status_of(previous, current)
         markdown = None
-        if tracking.diff and status_of(previous, current) == "changed":
-            markdown = await self._store.markdown(partition, key)
+        if tracking.diff and status == "changed":
+            markdown = await self._store.markdown(partition, key, before=again)
         change = compare(previous, current, previous_markdown=markdown)
-        record = HistoryRecord(
-            key=key,
-            url=task.url,
-            tag=tracking.tag,
-            fetched_at=current.fetched_at,
-            sha256=current.sha256,
-            markdown=current.markdown,
-        )
-        await self._store.put(partition, record)
+        await self._store.put(partition, _record(task, key, result_id, previous, current, markdown))
         if change.status != "same":
             await self._announce(task, tracking, change, previous, current)
         return change
@@ -175,3 +170,33 @@ class ChangeTracker:
             }
         )
         await self._publish(Message(self._topic, task.url.encode(), dump(record)))
+
+
+def _record(
+    task: PageTask,
+    key: str,
+    result_id: str,
+    previous: Observation | None,
+    current: Observation,
+    previous_markdown: str | None,
+) -> HistoryRecord:
+    """The page's new history: `current`, and the `previous` it was compared with (its
+    Markdown when it was read for a diff, or equal to the current one)."""
+    before = None
+    if previous is not None:
+        same = previous.sha256 == current.sha256
+        markdown = current.markdown if same else previous_markdown
+        before = PriorObservation(
+            fetched_at=previous.fetched_at, sha256=previous.sha256, markdown=markdown
+        )
+    tracking = task.options.change_tracking
+    return HistoryRecord(
+        key=key,
+        url=task.url,
+        tag=None if tracking is None else tracking.tag,
+        result_id=result_id,
+        fetched_at=current.fetched_at,
+        sha256=current.sha256,
+        markdown=current.markdown,
+        before=before,
+    )

@@ -29,10 +29,10 @@ def _content(words: str) -> PageContent:
     return PageContent(ok=True, final_url=URL, status_code=200, source_html=_html(words))
 
 
-def _task(tag: str | None = None, *, diff: bool = True) -> TrackedPage:
+def _task(tag: str | None = None, *, diff: bool = True, request_id: str = "r") -> TrackedPage:
     options = CrawlOptions(change_tracking=ChangeTracking(tag=tag, diff=diff))
     task = PageTask(
-        request_id="r",
+        request_id=request_id,
         run_id="run-1",
         url=URL,
         options=options,
@@ -69,9 +69,9 @@ def _tracker(store: MemoryHistoryStore | None = None) -> tuple[ChangeTracker, _F
 
 async def test_new_then_same_then_changed_with_a_diff_and_the_feed_holds_only_changes():
     tracker, feed = _tracker()
-    first = await tracker.track(_task(), _content("Tea costs 3 EUR."))
-    same = await tracker.track(_task(), _content("Tea costs 3 EUR."))
-    changed = await tracker.track(_task(), _content("Tea costs 4 EUR."))
+    first = await tracker.track(_task(request_id="r1"), _content("Tea costs 3 EUR."))
+    same = await tracker.track(_task(request_id="r2"), _content("Tea costs 3 EUR."))
+    changed = await tracker.track(_task(request_id="r3"), _content("Tea costs 4 EUR."))
     assert first.change_tracking is not None
     assert first.change_tracking.status == "new"
     assert first.change_tracking.previous_fetched_at is None
@@ -90,11 +90,11 @@ async def test_new_then_same_then_changed_with_a_diff_and_the_feed_holds_only_ch
 
 async def test_a_page_now_404_is_removed_once_and_a_tag_keeps_its_own_history():
     tracker, feed = _tracker()
-    await tracker.track(_task(), _content("Tea"))
+    await tracker.track(_task(request_id="r1"), _content("Tea"))
     gone = failed(ErrorCode.HTTP_ERROR, "HTTP 404", status_code=404)
-    removed = await tracker.track(_task(), gone)
-    still = await tracker.track(_task(), gone)
-    other_tag = await tracker.track(_task("weekly"), _content("Tea"))
+    removed = await tracker.track(_task(request_id="r2"), gone)
+    still = await tracker.track(_task(request_id="r3"), gone)
+    other_tag = await tracker.track(_task("weekly", request_id="r4"), _content("Tea"))
     assert removed.change_tracking is not None
     assert removed.change_tracking.status == "removed"
     assert still.change_tracking is not None
@@ -121,8 +121,28 @@ async def test_a_failed_page_is_not_compared_and_a_broken_history_never_fails_a_
 
 async def test_without_diff_a_changed_page_has_no_diff():
     tracker, _ = _tracker()
-    await tracker.track(_task(diff=False), _content("Tea costs 3 EUR."))
-    changed = await tracker.track(_task(diff=False), _content("Tea costs 4 EUR."))
+    await tracker.track(_task(diff=False, request_id="r1"), _content("Tea costs 3 EUR."))
+    changed = await tracker.track(_task(diff=False, request_id="r2"), _content("Tea costs 4 EUR."))
     assert changed.change_tracking is not None
     assert changed.change_tracking.status == "changed"
     assert changed.change_tracking.diff is None
+
+
+async def test_a_redelivered_page_compares_with_what_its_first_attempt_compared_with():
+    """The second attempt of one result (its worker died after tracking it) reports the
+    change since the previous run, with the same diff, not `same`."""
+    tracker, feed = _tracker()
+    await tracker.track(_task(request_id="r1"), _content("Tea costs 3 EUR."))
+    first_try = await tracker.track(_task(request_id="r2"), _content("Tea costs 4 EUR."))
+    again = await tracker.track(_task(request_id="r2"), _content("Tea costs 4 EUR."))
+    assert first_try.change_tracking is not None
+    assert again.change_tracking is not None
+    assert again.change_tracking.status == "changed"
+    assert again.change_tracking.diff == first_try.change_tracking.diff
+    assert (
+        again.change_tracking.previous_fetched_at == first_try.change_tracking.previous_fetched_at
+    )
+    new_run = await tracker.track(_task(request_id="r3"), _content("Tea costs 4 EUR."))
+    assert new_run.change_tracking is not None
+    assert new_run.change_tracking.status == "same"
+    assert [record.status for record in feed.records] == ["new", "changed", "changed"]
