@@ -141,6 +141,10 @@ class Settings(BaseSettings):
     """Compacted topic of the change-tracking history (the previous observation of each
     tracked page variant per tag: its normalised content's hash and its Markdown), with the
     partitions of the pages topic: a history sits on the partition its host is placed on."""
+    change_crawls_topic: str = "crawl.changes.crawls"
+    """Compacted topic of what each tracked deep crawl reached (per seeds, tag and crawl
+    spec): the next such crawl reports the pages it no longer reaches as `removed`. Kept
+    `CRAWL_CHANGE_HISTORY_RETENTION`."""
     change_history_retention: Seconds = Field(default=timedelta(days=90), gt=timedelta(0))
     """How long a tracked page's last observation is kept (`retention.ms` of the history
     topic when the worker creates it), apart from the page cache's `CRAWL_CACHE_RETENTION`: a

@@ -40,6 +40,7 @@ async def partition(settings: Settings, key: str) -> int:
         settings.cache_bodies_topic,
         settings.change_history_topic,
         settings.changes_topic,
+        settings.change_crawls_topic,
     }
     for name, partitions in (await ready_partitions(settings)).items():
         if name not in not_by_request:

@@ -45,6 +45,7 @@ def wanted_topics(settings: Settings) -> dict[str, int]:
         settings.dead_letter_topic,
         settings.control_topic,
         settings.changes_topic,
+        settings.change_crawls_topic,
     )
     return (
         {settings.requests_topic: settings.requests_partitions}
@@ -112,7 +113,7 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     if name in {settings.cache_index_topic, settings.cache_bodies_topic}:
         configs["cleanup.policy"] = "compact,delete"
         configs["retention.ms"] = str(int(settings.cache_retention.total_seconds() * 1000))
-    if name == settings.change_history_topic:
+    if name in {settings.change_history_topic, settings.change_crawls_topic}:
         configs["cleanup.policy"] = "compact,delete"
         retention = settings.change_history_retention
         configs["retention.ms"] = str(int(retention.total_seconds() * 1000))

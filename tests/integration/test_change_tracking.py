@@ -107,7 +107,6 @@ async def test_two_tracked_runs_tell_changes_from_noise_and_removals(
     )
     assert {result.change_tracking.status for result in tagged.values()} == {"new"}
 
-    ours = {first_id, second_id, tagged_id}
     expected = {
         first_id: {(url, "new") for url in urls},
         second_id: {
@@ -116,18 +115,17 @@ async def test_two_tracked_runs_tell_changes_from_noise_and_removals(
         },
         tagged_id: {(url, "new") for url in answering},
     }
-    total = sum(map(len, expected.values()))
-    records = await read_topic(shared_topics.bootstrap, shared_topics.changes, total, DEADLINE_S)
-    assert await _records_on(shared_topics, shared_topics.changes) == total
-    feed = [ChangeRecord.model_validate_json(record.value) for record in records]
-    assert all(record.request_id in ours for record in feed)
+    records = await _all_records(shared_topics)
+    feed = [
+        record
+        for record in map(_change_of, records)
+        if record.request_id in {first_id, second_id, tagged_id}
+    ]
+    assert len(feed) == sum(map(len, expected.values()))  # no `same`, nothing twice
     for request_id, wanted in expected.items():
         found = [(r.url, r.status) for r in feed if r.request_id == request_id]
         assert sorted(found) == sorted(wanted), request_id
-    assert all(
-        record.key.decode() == ChangeRecord.model_validate_json(record.value).url
-        for record in records
-    )
+    assert all(record.key.decode() == _change_of(record).url for record in records)
     removal = next(r for r in feed if r.status == "removed")
     assert removal.previous_sha256 is not None
     assert removal.content_sha256 is None
@@ -159,3 +157,71 @@ async def test_the_fetcher_that_takes_over_compares_with_the_history_left_on_kaf
     diff = (second[urls[0]].change_tracking.diff or "").splitlines()
     assert f"-{version_words(names[0], 0)}" in diff
     assert f"+{version_words(names[0], 1)}" in diff
+
+
+async def test_a_tracked_deep_crawl_reports_the_pages_it_no_longer_reaches(
+    shared_topics, shared_collector, site, shared_worker
+):
+    """A hub and its four pages crawled twice under one tag; between the crawls the hub
+    stops linking page 1 (which still answers) and page 2 (now 404), and page 3 (still
+    linked) is removed. The second crawl reports page 1 `removed` and `hidden`, page 2
+    `removed` and `visible`, page 3 `removed` (fetched: 404), page 0 `same` (the hub
+    `changed`); the results count in the run's total; the feed has the hub's change and
+    the three removals."""
+    name = f"hub-{uuid.uuid4().hex[:8]}"
+    hub = site.url(f"/changes/hub/{name}")
+    pages = [site.url(f"/changes/p/{name}-{i}") for i in range(4)]
+    spec = {"max_pages": 10, "max_depth": 1}
+    tracking = CrawlOptions(change_tracking={"tag": "deep"})
+
+    async def deep(request_id: str):
+        request = CrawlRequest(request_id=request_id, urls=[hub], options=tracking, crawl=spec)
+        await produce(shared_topics, [(request_id.encode(), dump(request))])
+        await shared_collector.wait_until(
+            lambda seen: seen.terminal(request_id), deadline_s=DEADLINE_S
+        )
+        [terminal] = shared_collector.seen.terminal(request_id)
+        assert terminal.type == EventType.COMPLETED, terminal
+        results = {r.url: r for r in shared_collector.seen.results_of(request_id)}
+        assert terminal.total == len(results)
+        return results
+
+    first_id, second_id = f"d1-{uuid.uuid4().hex}", f"d2-{uuid.uuid4().hex}"
+    first = await deep(first_id)
+    assert set(first) == {hub, *pages}, [(r.url, r.error) for r in first.values()]
+    assert {r.change_tracking.status for r in first.values()} == {"new"}
+    for i in (1, 2):
+        await _post(site, f"/changes/unlink/{name}/{i}")
+    for i in (2, 3):
+        await _post(site, f"/changes/remove/{name}-{i}")
+    second = await deep(second_id)
+    assert set(second) == {hub, *pages}
+    change = {url: result.change_tracking for url, result in second.items()}
+    assert change[hub].status == "changed"  # two of its links went
+    assert change[pages[0]].status == "same"
+    assert (change[pages[1]].status, change[pages[1]].visibility) == ("removed", "hidden")
+    assert (change[pages[2]].status, change[pages[2]].visibility) == ("removed", "visible")
+    assert change[pages[3]].status == "removed"
+    assert all(c.previous_fetched_at is not None for c in change.values())
+    assert second[pages[1]].ok
+    assert second[pages[2]].status_code == 404
+
+    feed = await _feed_of(shared_topics, second_id)
+    removals = [(url, "removed") for url in pages[1:]]
+    assert sorted((r.url, r.status) for r in feed) == sorted([(hub, "changed"), *removals])
+
+
+async def _feed_of(topics, request_id: str) -> list[ChangeRecord]:
+    """The change records of `request_id`."""
+    feed = map(_change_of, await _all_records(topics))
+    return [record for record in feed if record.request_id == request_id]
+
+
+async def _all_records(topics) -> list[object]:
+    """Every record of the change topic (shared by the module's tests), read to its end."""
+    total = await _records_on(topics, topics.changes)
+    return await read_topic(topics.bootstrap, topics.changes, total, DEADLINE_S)
+
+
+def _change_of(record) -> ChangeRecord:
+    return ChangeRecord.model_validate_json(record.value)

@@ -3,7 +3,9 @@ carry noise changing on every load (a clock, a nonce, a script, a style, attribu
 that can be removed (404 from then on).
 
 `/changes/p/<name>` answers version N of its words (`POST /changes/edit/<name>` makes it
-N + 1); `POST /changes/remove/<name>` makes it answer 404.
+N + 1); `POST /changes/remove/<name>` makes it answer 404. `/changes/hub/<name>` links to
+`/changes/p/<name>-<i>` for i in 0..3, except those `POST /changes/unlink/<name>/<i>` took
+out (for deep crawls).
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ LOADS = web.AppKey("change_loads", Counter[str])
 
 REMOVED = web.AppKey("change_removed", set[str])
 """Names of the pages that answer 404."""
+
+UNLINKED = web.AppKey("change_unlinked", set[str])
+"""`<hub>/<i>` of the hubs' links taken out."""
+
+HUB_LINKS = 4
 
 
 def version_words(name: str, version: int) -> str:
@@ -53,6 +60,23 @@ async def tracked_page(request: web.Request) -> web.Response:
     return web.Response(text=html, content_type="text/html")
 
 
+async def hub(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    links = "".join(
+        f'<li><a href="/changes/p/{name}-{i}">page {i}</a></li>'
+        for i in range(HUB_LINKS)
+        if f"{name}/{i}" not in request.app[UNLINKED]
+    )
+    words = f"<p>The pages of {name}, as this hub lists them today.</p>"
+    html = f"<html><body><main><h1>Hub {name}</h1>{words}<ul>{links}</ul></main></body></html>"
+    return web.Response(text=html, content_type="text/html")
+
+
+async def unlink(request: web.Request) -> web.Response:
+    request.app[UNLINKED].add(f"{request.match_info['name']}/{request.match_info['i']}")
+    return web.Response(text="unlinked")
+
+
 async def edit(request: web.Request) -> web.Response:
     request.app[VERSIONS][request.match_info["name"]] += 1
     return web.Response(text="edited")
@@ -67,10 +91,13 @@ def install(app: web.Application) -> None:
     app[VERSIONS] = Counter()
     app[LOADS] = Counter()
     app[REMOVED] = set()
+    app[UNLINKED] = set()
 
 
 ROUTES = (
     web.get("/changes/p/{name}", tracked_page),
     web.post("/changes/edit/{name}", edit),
     web.post("/changes/remove/{name}", remove),
+    web.get("/changes/hub/{name}", hub),
+    web.post("/changes/unlink/{name}/{i}", unlink),
 )
