@@ -42,6 +42,7 @@ from service.logs import get_logger
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 from service.messaging.publisher import Message
+from service.messaging.reader import PartitionSpan
 from service.messaging.topics import partition_for
 
 if TYPE_CHECKING:
@@ -66,11 +67,20 @@ PROBES_AT_ONCE: Final = 8
 ANSWERS_BELOW: Final = 400
 """A probe status below this: the page still answers (`hidden`)."""
 
-POLL_TIMEOUT_MS: Final = 200
+
+class PriorReach(BaseModel):
+    """The reach a crawl was compared with."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_id: str
+    crawled_at: Timestamp
+    urls: tuple[str, ...]
 
 
 class ReachRecord(BaseModel):
-    """Value of `CRAWL_CHANGE_CRAWLS_TOPIC`: the pages one tracked deep crawl reached."""
+    """Value of `CRAWL_CHANGE_CRAWLS_TOPIC`: the pages one tracked deep crawl reached, and
+    the reach it was compared with (for a run that takes the same request over)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -80,6 +90,14 @@ class ReachRecord(BaseModel):
     crawled_at: Timestamp
     urls: tuple[str, ...]
     """Normalised, as the crawl admitted them."""
+    before: PriorReach | None = None
+
+    def basis(self, request_id: str) -> PriorReach | None:
+        """What a run of `request_id` compares with: this reach, or for a run of the same
+        request (its earlier run kept this before it died) the one this was compared with."""
+        if request_id == self.request_id:
+            return self.before
+        return PriorReach(request_id=self.request_id, crawled_at=self.crawled_at, urls=self.urls)
 
 
 def reach_key(request: CrawlRequest, tracking: ChangeTracking) -> str:
@@ -118,15 +136,20 @@ class Unreached:
         self._source = source
         self._key = reach_key(request, tracking)
         self._now = utc_now()
+        self._basis: PriorReach | None = None
+        """What this crawl is compared with (read by `results`)."""
 
     async def results(self, reached: set[str]) -> list[PageResult]:
         """A `removed` result for each page the previous crawl reached and `reached` lacks
         (none when the previous reach cannot be read); their change records are sent."""
         try:
-            previous = await self._previous()
+            record = await self._previous()
         except REACH_ERRORS as exc:
             log.warning("changes.reach_unreadable", error=repr(exc)[:300])
             return []
+        previous = None if record is None else record.basis(self._request.request_id)
+        self._basis = previous
+        log.info("changes.reach_read", found=record is not None, compared=previous is not None)
         if previous is None:
             return []
         gone = [url for url in previous.urls if url not in reached]
@@ -135,24 +158,27 @@ class Unreached:
         return list(results)
 
     async def keep(self, reached: set[str]) -> None:
-        """Keep this crawl's reach for the next one (after its terminal event)."""
+        """Keep this crawl's reach for the next one (before its terminal event: whoever
+        sees the crawl completed finds its reach)."""
         record = ReachRecord(
             key=self._key,
             request_id=self._request.request_id,
             crawled_at=self._now,
             urls=tuple(sorted(reached)),
+            before=self._basis,
         )
         value = bytes(cramjam.zstd.compress(record.model_dump_json().encode()))
         message = Message(self._settings.change_crawls_topic, self._key.encode(), value)
         try:
             sent = await self._publisher.send(message)
-            await asyncio.wait_for(sent, self._publisher.timeout_s)
+            written = await asyncio.wait_for(sent, self._publisher.timeout_s)
         except REACH_ERRORS as exc:
             log.warning("changes.reach_not_kept", error=repr(exc)[:300])
+            return
+        where = {"partition": getattr(written, "partition", None)}
+        log.info("changes.reach_kept", pages=len(reached), **where)
 
-    async def _report(
-        self, url: str, previous: ReachRecord, limit: asyncio.Semaphore
-    ) -> PageResult:
+    async def _report(self, url: str, previous: PriorReach, limit: asyncio.Semaphore) -> PageResult:
         async with limit:
             answer = await self._probe.fetch(url, max_bytes=PROBE_BYTES)
         status = answer.status
@@ -217,16 +243,11 @@ class Unreached:
         async with asyncio.timeout(timeout_s):
             await consumer.start()
         try:
-            consumer.assign([tp])
             async with asyncio.timeout(timeout_s):
-                end = (await consumer.end_offsets([tp]))[tp]
-                await consumer.seek_to_beginning(tp)
-            while await consumer.position(tp) < end:
-                async with asyncio.timeout(timeout_s):  # per fetch: a long partition reads on
-                    batch = await consumer.getmany(tp, timeout_ms=POLL_TIMEOUT_MS)
-                for record in batch.get(tp, []):
-                    if record.key == self._key.encode():
-                        raw = record.value
+                span = await PartitionSpan.seek(consumer, [tp])
+            async for record in span.records():
+                if record.key == self._key.encode():
+                    raw = record.value
         finally:
             await consumer.stop()
         return None if not raw else _decoded(raw)

@@ -150,6 +150,8 @@ class KafkaHistoryStore:
             **client_options(settings),
             "group_id": None,
             "enable_auto_commit": False,
+            # A start that retention deleted reads from the first record kept, not the end.
+            "auto_offset_reset": "earliest",
             "max_partition_fetch_bytes": fetch_bytes,
             "fetch_max_bytes": fetch_bytes,
         }

@@ -208,9 +208,8 @@ class Run:
             unreached = self._unreached()
             if unreached is not None:
                 await self._report_unreached(unreached)
-            await self._finish(EventType.COMPLETED, self._plan.completion())
-            if unreached is not None:
                 await unreached.keep({page.url for page in self._plan.admitted})
+            await self._finish(EventType.COMPLETED, self._plan.completion())
             return
         await self._finish(stop.terminal, stop.detail)
 

@@ -3,7 +3,9 @@ tenant, reading and limits."""
 
 from __future__ import annotations
 
-from service.changes.reach import reach_key
+from datetime import UTC, datetime
+
+from service.changes.reach import PriorReach, ReachRecord, reach_key
 from service.contracts import ChangeTracking, CrawlOptions, CrawlRequest
 
 TRACKING = ChangeTracking(tag="daily")
@@ -32,3 +34,15 @@ def test_another_tag_tenant_limit_or_seed_is_another_reach():
     assert reach_key(_request(metadata={"tenant": "acme"}), TRACKING) != base
     assert reach_key(_request(crawl={"max_pages": 10, "max_depth": 2}), TRACKING) != base
     assert reach_key(_request(urls=["https://site.test/blog/"]), TRACKING) != base
+
+
+def test_a_run_of_the_same_request_compares_with_what_its_earlier_run_did():
+    """A reach kept by a run that died before its terminal event is not the basis of the
+    run that takes its request over: that one compares with the reach before it."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    older = PriorReach(request_id="r1", crawled_at=at, urls=("https://site.test/a",))
+    kept = ReachRecord(key="k", request_id="r2", crawled_at=at, urls=(), before=older)
+    assert kept.basis("r2") == older
+    other = kept.basis("r3")
+    assert other is not None
+    assert (other.request_id, other.urls) == ("r2", ())
