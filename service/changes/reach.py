@@ -154,7 +154,11 @@ class Unreached:
             return []
         gone = [url for url in previous.urls if url not in reached]
         limit = asyncio.Semaphore(PROBES_AT_ONCE)
-        results = await asyncio.gather(*(self._report(url, previous, limit) for url in gone))
+        try:
+            results = await asyncio.gather(*(self._report(url, previous, limit) for url in gone))
+        except REACH_ERRORS as exc:  # the feed may hold some of them: at least once
+            log.warning("changes.reach_not_reported", error=repr(exc)[:300])
+            return []
         return list(results)
 
     async def keep(self, reached: set[str]) -> None:
