@@ -1,6 +1,7 @@
 """What the page cache saves, measured side by side in one run.
 
     .venv/bin/python bench/freshness.py [--pages 1000] [--render browser] [--entries 100000]
+        [--noisy 500] [--parts all|cache|changes]
 
 On a generated site of `--pages` pages (a binary tree of links, every even page with an
 `ETag`), one worker, default settings:
@@ -11,7 +12,13 @@ On a generated site of `--pages` pages (a binary tree of links, every even page 
     full answers, conditional requests answered 304, and bytes the site sent;
 (c) the p50 of a 1-URL request answered from the cache against one rendered fresh;
 (d) the rebuild of a partition of `--entries` index records by a fetcher that takes it over
-    (first lookup), and the memory of the index it holds (per entry, and for 1,000,000).
+    (first lookup), and the memory of the index it holds (per entry, and for 1,000,000);
+(e) change tracking on a corpus of `--noisy` pages whose clock, nonces, scripts, styles,
+    attributes, hidden inputs, comments and whitespace differ on every load: tracked twice,
+    with one page in ten edited in between; the false-change rate (pages only noise changed
+    that were reported `changed`, target 0) and the edits found, read from the change feed.
+
+`--parts cache` runs (a) to (d), `--parts changes` only (e).
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from service.broker import LocalBroker
 from service.cache.records import CacheIndexRecord
 from service.cache.store import IndexSlot, KafkaCacheStore
-from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, dump_request
+from service.contracts import ChangeTracking, CrawlOptions, CrawlRequest, CrawlSpec, dump_request
+from service.contracts_changes import ChangeRecord
 from service.messaging.publisher import Publisher
 from service.messaging.topics import ensure_topics
 from service.settings import Settings
@@ -45,6 +53,8 @@ CHANGED_SHARE = 10
 LATENCY_SAMPLES = 15
 PARAGRAPHS = 20
 """Paragraphs of text on each page (about 2 KB)."""
+URLS_PER_REQUEST = 100
+"""The noisy corpus goes in requests of this many URLs (the default per-request ceiling)."""
 
 
 class Site:
@@ -59,8 +69,22 @@ class Site:
 
     def app(self) -> web.Application:
         app = web.Application()
-        app.add_routes([web.get("/f/{n}", self.page), web.get("/solo/{n}", self.solo)])
+        app.add_routes(
+            [
+                web.get("/f/{n}", self.page),
+                web.get("/solo/{n}", self.solo),
+                web.get("/noisy/{n}", self.noisy),
+            ]
+        )
         return app
+
+    async def noisy(self, request: web.Request) -> web.Response:
+        """Page n, version `versions[-n - 1]`, with noise that differs on every load."""
+        n = int(request.match_info["n"])
+        self.answers[-1] += 1
+        load = self.answers[-1]
+        title = f"noisy {n} version {self.versions[-n - 1]}"
+        return web.Response(text=_noisy_document(title, n, load), content_type="text/html")
 
     async def page(self, request: web.Request) -> web.Response:
         n = int(request.match_info["n"])
@@ -86,6 +110,28 @@ class Site:
         return web.Response(text=body, content_type="text/html")
 
 
+def _noisy_document(title: str, n: int, load: int) -> str:
+    """A page whose words are `title`'s, and whose noise (a kind per page, chosen by `n`)
+    is made of `load`, the count of every noisy page served so far."""
+    token = hashlib.sha256(str(load).encode()).hexdigest()
+    noise = (
+        f"<time datetime='2026-01-01T00:{load % 60:02d}:00Z'>{load} minutes ago</time>",
+        f'<script nonce="{load:x}">window.build = "{load}";</script>',
+        f"<style>.p{load} {{ margin: {load % 7}px; }}</style>",
+        f'<input type="hidden" name="csrf" value="{token}">',
+        f'<p class="build-{load}" data-seen="{load}">Stable words.</p>',
+        f"<!-- rendered by node {load} -->{' ' * (load % 5)}\n",
+        f"<div hidden>session {load}</div>",
+        f'<a href="/noisy/{n}?cb={load}">this page</a>',
+    )
+    kinds = noise[n % len(noise)] + noise[(n // len(noise)) % len(noise)]
+    words = " ".join(f"<p>{title}: paragraph {i} of plain words.</p>" for i in range(5))
+    return (
+        f"<html><head><title>{title}</title></head><body><main>{words}{kinds}"
+        "<p>Stable words.</p></main></body></html>"
+    )
+
+
 def _document(title: str, links: str) -> str:
     words = " ".join(f"<p>{title}: paragraph {i} of plain words.</p>" for i in range(PARAGRAPHS))
     return f"<html><head><title>{title}</title></head><body>{words}{links}</body></html>"
@@ -102,6 +148,8 @@ class Bench:
         extra = {
             f"CRAWL_{name.upper().replace('.', '_')}_TOPIC": f"{prefix}.{name}" for name in names
         }
+        extra["CRAWL_CHANGES_TOPIC"] = f"{prefix}.changes"
+        extra["CRAWL_CHANGE_HISTORY_TOPIC"] = f"{prefix}.changes.history"
         self.env = worker_env(
             bootstrap, prefix, site_port, CRAWL_FETCHER_GROUP_ID=f"{prefix}-f", **extra
         )
@@ -117,6 +165,8 @@ class Bench:
             hosts_topic=f"{prefix}.hosts",
             cache_index_topic=f"{prefix}.cache.index",
             cache_bodies_topic=f"{prefix}.cache.bodies",
+            changes_topic=f"{prefix}.changes",
+            change_history_topic=f"{prefix}.changes.history",
         )
         self.worker: asyncio.subprocess.Process | None = None
 
@@ -163,6 +213,31 @@ class Bench:
             crawl=CrawlSpec(max_pages=site.pages, max_depth=30),
         )
 
+    def tracked(self, urls: list[str]) -> CrawlRequest:
+        options = CrawlOptions(render=self.render, change_tracking=ChangeTracking())  # type: ignore[arg-type]
+        return CrawlRequest(request_id=f"track-{uuid.uuid4().hex[:8]}", urls=urls, options=options)
+
+    async def feed(self) -> list[ChangeRecord]:
+        """Every record of the change feed so far."""
+        consumer = AIOKafkaConsumer(
+            self.settings.changes_topic,
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        try:
+            async with asyncio.timeout(60):
+                batches = await consumer.getmany(timeout_ms=2000)
+                ends = await consumer.end_offsets(list(consumer.assignment()))
+                records = [r for batch in batches.values() for r in batch]
+                while len(records) < sum(ends.values()):
+                    more = await consumer.getmany(timeout_ms=2000)
+                    records += [r for batch in more.values() for r in batch]
+        finally:
+            await consumer.stop()
+        return [ChangeRecord.model_validate_json(r.value) for r in records if r.value]
+
     def one(self, url: str, max_age_ms: int) -> CrawlRequest:
         options = CrawlOptions(render=self.render, max_age_ms=max_age_ms)  # type: ignore[arg-type]
         return CrawlRequest(request_id=f"one-{uuid.uuid4().hex[:8]}", urls=[url], options=options)
@@ -187,6 +262,34 @@ async def crawls(bench: Bench, site: Site, base: str) -> None:
     print(
         f"(b) stale, {site.pages // CHANGED_SHARE} pages changed, half with ETags: "
         f"{stale:6.1f} s, {took(before, sent)}; cold sent {site.pages} full answers"
+    )
+
+
+async def false_changes(bench: Bench, site: Site, base: str, pages: int) -> None:
+    """Track the noisy corpus twice, one page in ten edited in between; read the feed."""
+    urls = [f"{base}/noisy/{n}" for n in range(pages)]
+    edited = set(urls[::CHANGED_SHARE])
+
+    async def tracked() -> set[str]:
+        batches = [urls[i : i + URLS_PER_REQUEST] for i in range(0, pages, URLS_PER_REQUEST)]
+        requests = [bench.tracked(batch) for batch in batches]
+        for request in requests:
+            await bench.run(request)
+        return {request.request_id for request in requests}
+
+    first = await tracked()
+    for url in edited:
+        site.versions[-int(url.rsplit("/", 1)[1]) - 1] += 1
+    second = await tracked()
+    feed = await bench.feed()
+    new = {r.url for r in feed if r.request_id in first and r.status == "new"}
+    changed = {r.url for r in feed if r.request_id in second and r.status == "changed"}
+    false = changed - edited
+    print(
+        f"(e) {pages} noisy pages tracked twice ({bench.render}), {len(edited)} edited between: "
+        f"first run new {len(new)}/{pages}; second run changed {len(changed)}, edits found "
+        f"{len(changed & edited)}/{len(edited)}; false changes {len(false)}/{pages - len(edited)} "
+        f"= {len(false) / (pages - len(edited)):.3f} (target 0)"
     )
 
 
@@ -272,6 +375,8 @@ async def main() -> None:
     parser.add_argument("--pages", type=int, default=1000)
     parser.add_argument("--render", choices=("browser", "http"), default="browser")
     parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--noisy", type=int, default=500)
+    parser.add_argument("--parts", choices=("all", "cache", "changes"), default="all")
     args = parser.parse_args()
     (ROOT / ".bench").mkdir(exist_ok=True)
     site = Site(args.pages)
@@ -286,9 +391,12 @@ async def main() -> None:
             await bench.start()
             try:
                 print(f"render {args.render}, one worker, default settings")
-                await crawls(bench, site, base)
-                await latency(bench, base)
-                await rebuild(bench, args.entries)
+                if args.parts in {"all", "cache"}:
+                    await crawls(bench, site, base)
+                    await latency(bench, base)
+                    await rebuild(bench, args.entries)
+                if args.parts in {"all", "changes"}:
+                    await false_changes(bench, site, base, args.noisy)
             finally:
                 await bench.stop()
     finally:

@@ -241,6 +241,45 @@ RenderedBy = Literal["browser", "http"]
 CacheState = Literal["hit", "revalidated", "miss", "bypass"]
 """How the page cache took part in a result (`PageResult.cache_state`)."""
 
+ChangeStatus = Literal["new", "same", "changed", "removed"]
+"""What a tracked page is next to the previous observation of its history
+(`PageResult.change_tracking.status`)."""
+
+MAX_CHANGE_TAG_CHARS: Final = 128
+"""Longest `change_tracking.tag`."""
+
+
+class ChangeTracking(_Untrusted):
+    """Compare each page with its previous observation (`CrawlOptions.change_tracking`): see
+    docs/changes.md."""
+
+    tag: Annotated[str, StringConstraints(min_length=1, max_length=MAX_CHANGE_TAG_CHARS)] | None = (
+        None
+    )
+    """A separate history: pages tracked under one tag are compared only with observations
+    under the same tag (and the same page variant and reading options); null is a tag too."""
+    diff: bool = False
+    """Add a unified diff of the page's Markdown to `changed` pages."""
+    ignore: tuple[CssSelector, ...] = Field(default=(), max_length=MAX_SHAPING_SELECTORS)
+    """CSS selectors of elements whose content never counts as change (beside the default
+    noise: scripts, styles, hidden inputs, attributes, `<time>` elements, whitespace)."""
+
+
+class PageChange(BaseModel):
+    """How a tracked page compares with its previous observation (`PageResult.change_tracking`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: ChangeStatus
+    """`new`: no previous observation under this tag; `same`: its content is unchanged up to
+    noise; `changed`; `removed`: it answered before and now answers 404 or 410."""
+    previous_fetched_at: Timestamp | None = None
+    """When the previous observation was fetched (null for `new`)."""
+    visibility: Literal["visible", "hidden"] = "visible"
+    """`hidden`: the page still answers but a deep crawl no longer reaches it by links."""
+    diff: str | None = None
+    """A unified diff of the Markdown (old, then new), when asked and the page `changed`."""
+
 
 WaitSelector = Annotated[str, StringConstraints(min_length=1, max_length=MAX_SELECTOR_CHARS)]
 """A CSS selector to wait for (checked by the browser when it waits)."""
@@ -332,6 +371,10 @@ class CrawlOptions(_Untrusted):
     """Store what this request fetches in the page cache (when the answer allows it)."""
     cache_only: bool = False
     """Never contact the site: a page without a usable cache entry ends `cache_miss`."""
+    change_tracking: ChangeTracking | None = None
+    """Compare each page with its previous observation under `change_tracking.tag`: the result's
+    `change_tracking` says `new`, `same`, `changed` or `removed`, and every change is a record
+    on `CRAWL_CHANGES_TOPIC` (see docs/changes.md)."""
 
     _unique_formats = field_validator("formats", "block_resources")(_sorted_unique)
 
@@ -648,6 +691,10 @@ class PageResult(BaseModel):
     cached_at: Timestamp | None = None
     """When the content this result carries was fetched: for `hit` and `revalidated` the
     entry's first fetch; for a stored `miss` now; null when nothing was stored."""
+    change_tracking: PageChange | None = None
+    """How the page compares with its previous observation, when the request asked for
+    `change_tracking` (null when it did not, or the page could not be compared: a failure
+    other than 404 or 410)."""
 
 
 class EventType(StrEnum):

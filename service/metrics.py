@@ -137,6 +137,13 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.changes = Counter(
+            "crawl_changes_total",
+            "Tracked pages by how they compare with their history: new, same, changed, "
+            "removed, failed (tracking itself failed; the page went out untracked).",
+            ["status"],
+            registry=r,
+        )
         self.cache_bytes_saved = Counter(
             "crawl_cache_bytes_saved_total",
             "Bytes of documents answered from the page cache instead of fetched.",

@@ -23,6 +23,7 @@ from service.contracts import (
     ProgressEvent,
     schema_of,
 )
+from service.contracts_changes import ChangeRecord
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -63,6 +64,13 @@ _FRONTIER_NOTE = (
     "pages they dispatched and a deep crawl's sitemap; a coordinator follows the partitions of "
     "its requests and replays a request's records after a failover. Kept for "
     "CRAWL_FRONTIER_RETENTION."
+)
+
+
+_CHANGES_NOTE = (
+    "One ChangeRecord per tracked page (CrawlOptions.change_tracking) that is new, changed or "
+    "removed since its previous observation under its tag, keyed by the page's URL; never for "
+    "a page that is the same. Written at least once."
 )
 
 
@@ -123,6 +131,14 @@ def asyncapi_document(settings: Settings) -> dict[str, Any]:
     async def pages(message: PageTask) -> None:
         """A fetcher: renders the page and publishes its result, then its page record."""
 
+    @broker.subscriber(
+        settings.changes_topic,
+        title="crawl-changes",
+        description=_CHANGES_NOTE,
+    )
+    async def changes(message: ChangeRecord) -> None:
+        """A consumer of changes: one record per page that is new, changed or removed."""
+
     spec = AsyncAPI(
         broker, title="Crawlstream", version="1", description="Kafka-native crawl microservice."
     )
@@ -134,7 +150,8 @@ def rendered_files() -> dict[str, str]:
     """File name -> content of everything `schemas/` should hold (default topic names)."""
     settings = Settings.model_construct()
     files = {
-        f"{name}.schema.json": _json(schema_of(model)) for name, model in MESSAGE_MODELS.items()
+        f"{name}.schema.json": _json(schema_of(model))
+        for name, model in (MESSAGE_MODELS | {"ChangeRecord": ChangeRecord}).items()
     }
     files["asyncapi.json"] = _json(asyncapi_document(settings))
     return files

@@ -134,6 +134,21 @@ class Settings(BaseSettings):
     cache_memory_bytes: ByteSize = Field(default=ByteSize(64 * 2**20), ge=0)
     """Stored pages a fetcher keeps in memory after reading or writing them (least recently
     used out first), so a page asked for again is answered without reading Kafka."""
+    changes_topic: str = "crawl.changes"
+    """Topic of the change feed: one record per tracked page that is `new`, `changed` or
+    `removed` (never `same`), keyed by the page's URL (see docs/changes.md)."""
+    change_history_topic: str = "crawl.changes.history"
+    """Compacted topic of the change-tracking history (the previous observation of each
+    tracked page variant per tag: its normalised content's hash and its Markdown), with the
+    partitions of the pages topic: a history sits on the partition its host is placed on."""
+    change_crawls_topic: str = "crawl.changes.crawls"
+    """Compacted topic of what each tracked deep crawl reached (per seeds, tag and crawl
+    spec): the next such crawl reports the pages it no longer reaches as `removed`. Kept
+    `CRAWL_CHANGE_HISTORY_RETENTION`."""
+    change_history_retention: Seconds = Field(default=timedelta(days=90), gt=timedelta(0))
+    """How long a tracked page's last observation is kept (`retention.ms` of the history
+    topic when the worker creates it), apart from the page cache's `CRAWL_CACHE_RETENTION`: a
+    page tracked again after longer is `new`."""
     cache_scope: Literal["shared", "tenant"] = "shared"
     """`shared`: one entry per page variant answers every request eligible for it; `tenant`:
     entries are kept apart per gateway tenant (and per Kafka producer's request metadata

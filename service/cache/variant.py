@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
     from service.contracts import CrawlOptions
 
-GATEWAY_MARKER: Final = "firecrawl"
-"""The key of the gateway's job marker in a request's metadata (it names the tenant)."""
+GATEWAY_MARKERS: Final = ("firecrawl", "firecrawl_scrape")
+"""The keys of the gateway's markers in a request's metadata (a job's, a scrape's or a
+map's): each names the tenant."""
 
 KEY_VERSION: Final = 1
 """Bumped when what goes into a key changes: old entries then simply stop matching."""
@@ -75,6 +76,7 @@ def tenant_scope(metadata: dict[str, JsonValue]) -> str:
     """The tenant a request's entries are kept apart under (`CRAWL_CACHE_SCOPE=tenant`): the
     gateway tenant its marker names, else the `tenant` a producer put in its metadata, else
     none (requests naming no tenant share their scope)."""
-    marker = metadata.get(GATEWAY_MARKER)
-    named = marker.get("tenant") if isinstance(marker, dict) else metadata.get("tenant")
+    markers = (metadata.get(key) for key in GATEWAY_MARKERS)
+    marker = next((found for found in markers if isinstance(found, dict)), None)
+    named = marker.get("tenant") if marker is not None else metadata.get("tenant")
     return f"tenant:{named}" if isinstance(named, str) else "tenant:"

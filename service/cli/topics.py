@@ -31,13 +31,16 @@ async def create(settings: Settings) -> int:
 
 async def partition(settings: Settings, key: str) -> int:
     """Print the partition of each topic keyed by request_id that messages keyed `key` are
-    on (not the pages topic, the host directory or the page cache: they are keyed by host
-    or by page)."""
+    on (not the pages topic, the host directory, the page cache or the change topics: they
+    are keyed by host, by page or by URL)."""
     not_by_request = {
         settings.pages_topic,
         settings.hosts_topic,
         settings.cache_index_topic,
         settings.cache_bodies_topic,
+        settings.change_history_topic,
+        settings.changes_topic,
+        settings.change_crawls_topic,
     }
     for name, partitions in (await ready_partitions(settings)).items():
         if name not in not_by_request:

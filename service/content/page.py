@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         CacheState,
         CrawlOptions,
         DocumentInfo,
+        PageChange,
         RenderedBy,
         StructuredData,
     )
@@ -73,6 +74,8 @@ class PageContent:
     """What the page cache did for the page (None: it was not asked)."""
     cached_at: datetime | None = None
     """When the content was fetched, as the page cache holds it."""
+    change_tracking: PageChange | None = None
+    """How the page compares with its previous observation (None: it was not tracked)."""
 
     def result_fields(self) -> dict[str, object]:
         """The fields that go onto the `PageResult` as they are: every field but those

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from service.contracts import ErrorCode
 from service.gateway.actions import document_actions
+from service.gateway.change_tracking import NAME as CHANGE_TRACKING
+from service.gateway.change_tracking import document_tracking
 
 if TYPE_CHECKING:
     from service.contracts import DocumentInfo, PageMetadata, PageResult, StructuredData
@@ -125,7 +127,7 @@ def _page_metadata(page: PageMetadata) -> dict[str, Any]:
 
 
 def _format(result: PageResult, name: str, choices: ScrapeChoices) -> Any:  # noqa: ANN401
-    if name in {"json", "structuredData", "pdf"}:
+    if name in {"json", "structuredData", "pdf", CHANGE_TRACKING}:
         return _data_format(result, name)
     if name == "markdown":
         text = result.markdown or ""
@@ -143,6 +145,8 @@ def _format(result: PageResult, name: str, choices: ScrapeChoices) -> Any:  # no
 def _data_format(result: PageResult, name: str) -> Any:  # noqa: ANN401
     if name == "json":
         return result.json_data
+    if name == CHANGE_TRACKING:
+        return document_tracking(result.change_tracking)
     if name == "structuredData":
         return _structured(result.structured_data) if result.structured_data else None
     return PDF_PREFIX + result.pdf if result.pdf else None

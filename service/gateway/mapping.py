@@ -206,6 +206,8 @@ def _plan(
     }
     if choices.timeout_ms is not None:
         fields["timeout_ms"] = choices.timeout_ms
+    if choices.change_tracking is not None:
+        fields["change_tracking"] = choices.change_tracking
     fields |= contract_fields(options, path, json_schema=choices.json_schema)
     fields |= cache_fields(options, path)
     # the per-page ceilings are the worker's (it clamps `timeout_ms`)

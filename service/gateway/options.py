@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from service.contracts import Format
+from service.gateway.change_tracking import NAME as CHANGE_TRACKING
+from service.gateway.change_tracking import contract_tracking
 from service.gateway.errors import Detail, bad_request, refused
 from service.gateway.page_options import country_of, selector_schema
 
@@ -25,6 +27,7 @@ FORMATS: Final[dict[str, Format | None]] = {
     "json": None,  # with a selector schema only: the contract's `extract`, no format
     "structuredData": Format.STRUCTURED_DATA,  # an extension: JSON-LD, microdata, Open Graph
     "pdf": Format.PDF,  # an extension: the rendered page printed to PDF
+    CHANGE_TRACKING: None,  # the contract's `change_tracking`, no format
 }
 """Firecrawl formats the cluster produces, and the contract format each comes from."""
 
@@ -55,6 +58,8 @@ class ScrapeChoices:
     warning: str | None = None
     json_schema: dict[str, Any] | None = None
     """The selector schema of a `json` format (the contract's `extract`); not persisted."""
+    change_tracking: dict[str, Any] | None = None
+    """The contract's `change_tracking` of a `changeTracking` format; not persisted."""
     min_age_ms: int | None = None
     """`minAge`: a cache-only read whose entry must be at least this old."""
     lockdown: bool = False
@@ -134,6 +139,7 @@ def scrape_choices(options: Mapping[str, Any], path: Path) -> ScrapeChoices:
             raise refused((*path, key), f"{value!r} cannot be honoured: {why}")
     formats, full_page, json_schema = _formats(options.get("formats"), (*path, "formats"))
     return ScrapeChoices(
+        change_tracking=_tracking(options.get("formats"), (*path, "formats")),
         formats=formats,
         full_page=full_page,
         timeout_ms=_timeout(options.get("timeout"), (*path, "timeout")),
@@ -209,6 +215,15 @@ def _formats(value: object, path: Path) -> tuple[tuple[str, ...], bool, dict[str
         names.append(name)
         full_page = full_page or full
     return tuple(dict.fromkeys(names)), full_page, json_schema
+
+
+def _tracking(value: object, path: Path) -> dict[str, Any] | None:
+    """The contract's `change_tracking` when the formats name `changeTracking`."""
+    for index, item in enumerate(value if isinstance(value, list) else []):
+        name = item.get("type") if isinstance(item, dict) else item
+        if name == CHANGE_TRACKING:
+            return contract_tracking(item, (*path, index))
+    return None
 
 
 def _format(item: object, path: Path) -> tuple[str, bool]:

@@ -44,6 +44,8 @@ def wanted_topics(settings: Settings) -> dict[str, int]:
         settings.progress_topic,
         settings.dead_letter_topic,
         settings.control_topic,
+        settings.changes_topic,
+        settings.change_crawls_topic,
     )
     return (
         {settings.requests_topic: settings.requests_partitions}
@@ -53,6 +55,7 @@ def wanted_topics(settings: Settings) -> dict[str, int]:
             settings.pages_topic: settings.page_partitions,
             settings.cache_index_topic: settings.page_partitions,  # co-partitioned
             settings.cache_bodies_topic: settings.page_partitions,
+            settings.change_history_topic: settings.page_partitions,
             settings.hosts_topic: 1,  # one log, so its first record of a key is everyone's
         }
     )
@@ -73,13 +76,19 @@ def check_copartitioned(settings: Settings, counts: dict[str, int]) -> None:
             f"(`crawlstream topics create` makes them equal), or add partitions to it."
         )
     pages = counts.get(settings.pages_topic)
-    for cache in (settings.cache_index_topic, settings.cache_bodies_topic):
+    beside_pages = (
+        settings.cache_index_topic,
+        settings.cache_bodies_topic,
+        settings.change_history_topic,
+    )
+    for cache in beside_pages:
         count = counts.get(cache)
         if pages is not None and count is not None and pages != count:
             raise ConfigurationError(
                 f"topic {cache} has {count} partitions and {settings.pages_topic} has "
-                f"{pages}: they must be equal, because a page's cache entry sits on the "
-                f"partition its host is placed on. Recreate {cache} with {pages} partitions."
+                f"{pages}: they must be equal, because a page's cache entry (and change "
+                f"history) sits on the partition its host is placed on. Recreate {cache} "
+                f"with {pages} partitions."
             )
 
 
@@ -104,6 +113,10 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     if name in {settings.cache_index_topic, settings.cache_bodies_topic}:
         configs["cleanup.policy"] = "compact,delete"
         configs["retention.ms"] = str(int(settings.cache_retention.total_seconds() * 1000))
+    if name in {settings.change_history_topic, settings.change_crawls_topic}:
+        configs["cleanup.policy"] = "compact,delete"
+        retention = settings.change_history_retention
+        configs["retention.ms"] = str(int(retention.total_seconds() * 1000))
     if name == settings.frontier_topic:
         configs["retention.ms"] = str(int(settings.frontier_retention.total_seconds() * 1000))
     return configs

@@ -14,6 +14,7 @@ from service.backpressure import Governor, MemorySampler
 from service.backpressure.gate import MemoryGate
 from service.browser.pool import BrowserPool
 from service.cache import KafkaCacheStore, PageCache, tenant_scope
+from service.changes import ChangeTracker, KafkaHistoryStore
 from service.contracts import DeadLetterCode, ErrorCode, EventType, RecordSource
 from service.control import ActiveRuns, CancelRegistry, ControlReader
 from service.egress.proxy import EgressProxy
@@ -28,7 +29,7 @@ from service.messaging.consumer import ConsumerSpec, RecordConsumer
 from service.messaging.dead_letter import send_dead_letter
 from service.messaging.failures import PublishError, root_cause
 from service.messaging.offsets import Verdict
-from service.messaging.publisher import Publisher
+from service.messaging.publisher import Message, Publisher
 from service.messaging.topics import check_copartitioned, ensure_topics, ready_partitions
 from service.net.policy import UrlPolicy
 from service.paths import PageRenderer
@@ -195,6 +196,13 @@ class Worker:
         publisher = await stack.enter_async_context(Publisher(settings))
         store = await stack.enter_async_context(KafkaCacheStore(settings, publisher))
         cache = PageCache(store, self._metrics, scope=_cache_scope(settings))
+        history = await stack.enter_async_context(KafkaHistoryStore(settings, publisher))
+        changes = ChangeTracker(
+            history,
+            lambda message: _acknowledged(publisher, message),
+            self._metrics,
+            changes_topic=settings.changes_topic,
+        )
         gate = await self._memory_gate(stack)
         scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))
         gate.attach(scheduler, pool)
@@ -213,6 +221,7 @@ class Worker:
             renderer=renderer,
             cache=cache,
             static=static,
+            changes=changes,
         )
         handlers: list[Fetcher] = []
         consumer = RecordConsumer(
@@ -424,6 +433,11 @@ def _lane_may_take(consumer: RecordConsumer, partition: int | None) -> bool:
     return (
         partition is not None and consumer.owns(partition) and not consumer.has_waiting(partition)
     )
+
+
+async def _acknowledged(publisher: Publisher, message: Message) -> None:
+    """Send `message` and wait until the broker has it."""
+    await asyncio.wait_for(await publisher.send(message), publisher.timeout_s)
 
 
 def _cache_scope(settings: Settings) -> Callable[[PageTask], str]:

@@ -172,9 +172,10 @@ async def test_topics_create_makes_the_topics_a_producer_can_write_at_once(kafka
         topics.control,
         topics.frontier,
     ]
-    by_page = [topics.pages, topics.cache_index, topics.cache_bodies]
+    by_page = [topics.pages, topics.cache_index, topics.cache_bodies, topics.change_history]
+    every = [*names[:5], topics.changes, topics.change_crawls, *names[5:], *by_page]
     assert first.lines == [
-        *(f"{name}\t4 partitions\tcreated" for name in [*names, *by_page]),
+        *(f"{name}\t4 partitions\tcreated" for name in every),
         f"{topics.hosts}\t1 partition\tcreated",
     ]
     produce = f"echo 'r-1|{{}}' | {kcat} -P -b {kafka} -t {topics.requests} -K '|'"
@@ -182,7 +183,7 @@ async def test_topics_create_makes_the_topics_a_producer_can_write_at_once(kafka
     assert produced.returncode == 0, produced.stderr
     again = await run(f"{crawlstream} create", topics.env(CRAWL_OUTPUT_PARTITIONS="6"), REPO)
     assert again.lines == [
-        *(f"{name}\t4 partitions\texists" for name in [*names, *by_page]),
+        *(f"{name}\t4 partitions\texists" for name in every),
         f"{topics.hosts}\t1 partition\texists",
     ]
     where = await run(f"{crawlstream} partition r-1", topics.env(), REPO)

@@ -106,6 +106,18 @@ class Topics:
     def cache_bodies(self) -> str:
         return f"{self.prefix}.cache.bodies"
 
+    @property
+    def changes(self) -> str:
+        return f"{self.prefix}.changes"
+
+    @property
+    def change_history(self) -> str:
+        return f"{self.prefix}.changes.history"
+
+    @property
+    def change_crawls(self) -> str:
+        return f"{self.prefix}.changes.crawls"
+
     def env(self, **overrides: str) -> dict[str, str]:
         base = {
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
@@ -119,6 +131,9 @@ class Topics:
             "CRAWL_HOSTS_TOPIC": self.hosts,
             "CRAWL_CACHE_INDEX_TOPIC": self.cache_index,
             "CRAWL_CACHE_BODIES_TOPIC": self.cache_bodies,
+            "CRAWL_CHANGES_TOPIC": self.changes,
+            "CRAWL_CHANGE_HISTORY_TOPIC": self.change_history,
+            "CRAWL_CHANGE_CRAWLS_TOPIC": self.change_crawls,
             "CRAWL_GROUP_ID": f"{self.prefix}-group",
             "CRAWL_FETCHER_GROUP_ID": f"{self.prefix}-fetchers",
             "CRAWL_PAGE_PARTITIONS": "4",
@@ -144,6 +159,9 @@ class Topics:
             "hosts_topic": self.hosts,
             "cache_index_topic": self.cache_index,
             "cache_bodies_topic": self.cache_bodies,
+            "changes_topic": self.changes,
+            "change_history_topic": self.change_history,
+            "change_crawls_topic": self.change_crawls,
             "group_id": env["CRAWL_GROUP_ID"],
             "fetcher_group_id": env["CRAWL_FETCHER_GROUP_ID"],
             "page_partitions": 4,
@@ -353,6 +371,9 @@ async def wait_for_leaders(topics: Topics, partitions: int = 4) -> None:
         topics.hosts,
         topics.cache_index,
         topics.cache_bodies,
+        topics.changes,
+        topics.change_history,
+        topics.change_crawls,
     )
     try:
         await client.bootstrap()

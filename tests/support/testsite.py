@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import _cachepages
+import _changepages
 import _content
 import _hostile
 import _identity
@@ -91,6 +92,8 @@ def build_app() -> web.Application:
     app.add_routes(_identity.ROUTES)
     _cachepages.install(app)
     app.add_routes(_cachepages.ROUTES)
+    _changepages.install(app)
+    app.add_routes(_changepages.ROUTES)
     return app
 
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import pytest
 from pydantic import RootModel, TypeAdapter, ValidationError
 
-from service.contracts import MESSAGE_MODELS, CancelControl
+from service.contracts import MESSAGE_MODELS, CancelControl, PageChange
+from service.contracts_changes import ChangeRecord
 from service.errors import RejectedMessageError
 from service.settings import Settings
 from service.worker.coordinator.intake import parse_request
@@ -25,6 +26,9 @@ EXPECTED_INSTANTS = {
     "ProgressEvent.at",
     "CancelControl.at",
     "PageTask.deadline_at",
+    "PageChange.previous_fetched_at",
+    "ChangeRecord.fetched_at",
+    "ChangeRecord.previous_fetched_at",
 }
 """The datetime fields of the contracts today: the walk below must find each."""
 
@@ -40,14 +44,20 @@ ABSURD = [
 
 def _instant_fields() -> dict[str, TypeAdapter[object]]:
     """`Model.field` -> a validator of that field alone, for every field that holds a time."""
-    models: list[type[BaseModel]] = [*MESSAGE_MODELS.values(), CancelControl]
+    models: list[type[BaseModel]] = [
+        *MESSAGE_MODELS.values(),
+        CancelControl,
+        PageChange,
+        ChangeRecord,
+    ]
     found = {}
     for model in models:
         if isinstance(model, type) and issubclass(model, RootModel):
             continue  # a union: its members are listed in `models` themselves
         for name, field in model.model_fields.items():
             adapter: TypeAdapter[object] = TypeAdapter(field.rebuild_annotation())
-            if "date-time" in str(adapter.json_schema()):
+            schema = adapter.json_schema()
+            if "date-time" in str(schema) and "$defs" not in schema:  # nested: listed itself
                 found[f"{model.__name__}.{name}"] = adapter
     return found
 

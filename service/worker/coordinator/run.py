@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from service.background import Background
+from service.changes.reach import Unreached
 from service.content.page import failed
 from service.contracts import (
     ErrorCode,
@@ -107,6 +108,8 @@ class Run:
         cancelled if the run is (its partition moved: the next owner renders them)."""
         self._went_local = False
         """A page of this run took the local lane (its record is written with others')."""
+        self._reported = 0
+        """`removed` results of pages a previous tracked crawl reached (`_report_unreached`)."""
         self._marks: dict[str, float] = {}
         """Wall-clock ms of the run's steps, logged at debug level (`run.timing`)."""
 
@@ -195,9 +198,38 @@ class Run:
             return
         stop = self._stop
         if stop is None:
+            unreached = self._unreached()
+            if unreached is not None:
+                await self._report_unreached(unreached)
+                await unreached.keep({page.url for page in self._plan.admitted})
             await self._finish(EventType.COMPLETED, self._plan.completion())
             return
         await self._finish(stop.terminal, stop.detail)
+
+    def _unreached(self) -> Unreached | None:
+        """The report of pages a previous crawl reached, for a tracked deep crawl."""
+        tracking = self._request.options.change_tracking
+        if tracking is None or not isinstance(self._plan, DeepPlan):
+            return None
+        deps = self._deps
+        return Unreached(
+            deps.settings,
+            deps.publisher,
+            deps.sitemaps,
+            request=self._request,
+            tracking=tracking,
+            run_id=self.run_id,
+            source=self._outputs.source,
+        )
+
+    async def _report_unreached(self, unreached: Unreached) -> None:
+        """A `removed` result for each page the previous crawl reached and this one did not
+        (they count in the run's total)."""
+        reported = await unreached.results({page.url for page in self._plan.admitted})
+        self._reported = len(reported)
+        self._outputs.total = len(self._plan.admitted) + self._reported
+        for result in reported:
+            await self._outputs.result(result)
 
     async def _crawl(self, position: int) -> None:
         sitemap_logged = await self._replay(position)
@@ -443,7 +475,7 @@ class Run:
             # A deep crawl's frontier records before its terminal event: `map` reads them
             # once it saw that event. A list request's are only for a rebuild: no wait.
             await lane.recorded()
-        self._outputs.total = len(self._plan.admitted)
+        self._outputs.total = len(self._plan.admitted) + self._reported
         await self._outputs.event(kind, detail=detail)
         await self._outputs.acknowledged()
         self._mark("acknowledged")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from service.browser.pool import BrowserPool
     from service.cache import PageCache
+    from service.changes import ChangeTracker
     from service.control import ControlReader
     from service.egress.refusals import RefusedTargets
     from service.http.robots import RobotsCache
@@ -43,3 +44,5 @@ class FetcherDeps:
     """The page cache of the hosts this fetcher owns (None: every page is fetched)."""
     static: StaticFetcher | None = None
     """The HTTP client through the egress proxy, for the cache's conditional requests."""
+    changes: ChangeTracker | None = None
+    """Compares tracked pages with their history and publishes changes (None: no tracking)."""

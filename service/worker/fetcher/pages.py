@@ -19,6 +19,7 @@ from service.background import Background
 from service.browser import SettleLimits
 from service.browser.render import fetch_page
 from service.cache import CachedPage
+from service.changes import TrackedPage
 from service.content.extract import FollowRules
 from service.content.page import failed
 from service.contracts import ErrorCode, PageResult, result_id_for, utc_now
@@ -224,8 +225,19 @@ class PageStage:
     ) -> PageContent:
         """The page's content; the caller holds the run's context (`RunContexts.hold`) from
         before this to after the page's result is published. `partition`: the page
-        partition the task's host is placed on, where its cache entry lives."""
+        partition the task's host is placed on, where its cache entry and change history
+        live."""
         structlog.contextvars.bind_contextvars(url=task.url, run_id=task.run_id)
+        content = await self._cached(task, charge, partition)
+        changes = self._deps.changes
+        if changes is None:
+            return content
+        return await changes.track(TrackedPage(task=task, partition=partition), content)
+
+    async def _cached(
+        self, task: PageTask, charge: Rendering, partition: int | None
+    ) -> PageContent:
+        """The page's content, through the page cache when there is one."""
         content = await self._check_policy(task.url)
         if content is not None:
             return content

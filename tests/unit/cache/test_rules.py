@@ -113,6 +113,7 @@ def test_validators_become_the_conditional_request_headers():
 def test_a_tenant_scope_comes_from_the_gateway_marker_or_the_metadata():
     """`CRAWL_CACHE_SCOPE=tenant`: the gateway's tenant, a producer's `tenant`, or none."""
     assert tenant_scope({"firecrawl": {"tenant": "acme"}}) == "tenant:acme"
+    assert tenant_scope({"firecrawl_scrape": {"tenant": "acme"}}) == "tenant:acme"
     assert tenant_scope({"tenant": "beta"}) == "tenant:beta"
     assert tenant_scope({}) == "tenant:"
     assert tenant_scope({"firecrawl": "forged"}) == "tenant:"

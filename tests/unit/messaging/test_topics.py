@@ -37,9 +37,9 @@ def test_the_readmes_example_differs_from_librdkafkas_default():
 
 def test_wanted_topics_lists_the_requests_topic_first_with_the_configured_counts():
     """Requests and the frontier (co-partitioned with them) with CRAWL_REQUESTS_PARTITIONS,
-    the outputs with CRAWL_OUTPUT_PARTITIONS, the pages and the page cache (co-partitioned
-    with them) with CRAWL_PAGE_PARTITIONS, the host directory in one partition (its order
-    decides placements)."""
+    the outputs and the change topics with CRAWL_OUTPUT_PARTITIONS, the pages, the page cache
+    and the change history (co-partitioned with them) with CRAWL_PAGE_PARTITIONS, the host
+    directory in one partition (its order decides placements)."""
     settings = Settings(requests_partitions=3, output_partitions=5, page_partitions=7)
     assert wanted_topics(settings) == {
         "crawl.requests": 3,
@@ -47,10 +47,13 @@ def test_wanted_topics_lists_the_requests_topic_first_with_the_configured_counts
         "crawl.progress": 5,
         "crawl.dead-letter": 5,
         "crawl.control": 5,
+        "crawl.changes": 5,
+        "crawl.changes.crawls": 5,
         "crawl.frontier": 3,
         "crawl.pages": 7,
         "crawl.cache.index": 7,
         "crawl.cache.bodies": 7,
+        "crawl.changes.history": 7,
         "crawl.hosts": 1,
     }
     assert next(iter(wanted_topics(settings))) == "crawl.requests"
