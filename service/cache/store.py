@@ -141,13 +141,19 @@ class KafkaCacheStore:
         self._max_body = int(settings.max_message_bytes) - BODY_OVERHEAD_BYTES
         self._timeout_s = settings.kafka_timeout.total_seconds()
         fetch_bytes = int(settings.max_message_bytes) + 65_536
+        # "earliest": once retention has deleted a partition's first records, a seek to
+        # offset 0 is out of range and must land on the oldest record kept, not the end
         self._index = AIOKafkaConsumer(
-            **client_options(settings), group_id=None, enable_auto_commit=False
+            **client_options(settings),
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
         )
         self._bodies = AIOKafkaConsumer(
             **client_options(settings),
             group_id=None,
             enable_auto_commit=False,
+            auto_offset_reset="earliest",
             max_partition_fetch_bytes=fetch_bytes,
             fetch_max_bytes=fetch_bytes,
         )
