@@ -210,6 +210,8 @@ def _plan(
         fields["change_tracking"] = choices.change_tracking
     fields |= contract_fields(options, path, json_schema=choices.json_schema)
     fields |= cache_fields(options, path)
+    if choices.change_tracking is not None and not choices.cache_only:
+        fields["max_age_ms"] = 0  # as Firecrawl: a tracked page is fetched, never a cache hit
     # the per-page ceilings are the worker's (it clamps `timeout_ms`)
     context = None if limits.proxy_pools is None else {"proxy_pools": limits.proxy_pools}
     options_: CrawlOptions = validated(CrawlOptions, fields, path, context=context)

@@ -220,3 +220,14 @@ def test_the_page_cache_options_map_to_the_contract():
 def test_a_bad_page_cache_option_is_a_400_naming_it(option, value):
     error = refusal(scrape_plan, {"url": "https://example.com/", option: value})
     assert option in error.message
+
+
+def test_change_tracking_is_never_answered_from_the_cache():
+    """Firecrawl: requests with `changeTracking` bypass the cache (`maxAge` is ignored)."""
+    _, plan = scrape_plan(
+        {"url": "https://example.com/", "formats": ["markdown", "changeTracking"]},
+        limits=LIMITS,
+    )
+    assert plan.options.change_tracking is not None
+    assert plan.options.max_age_ms == 0
+    assert plan.options.store_in_cache
