@@ -4,9 +4,9 @@ markdown and text (pages in order, a blank line between them), its metadata, and
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Final
 
+from service.content.offload import ContentBudgetError, ContentFailedError, offloaded
 from service.content.page import HTTP_ERROR_FROM, PageContent, cut, failed
 from service.content.pdf import PdfUnreadableError, read_pdf
 from service.contracts import (
@@ -45,9 +45,13 @@ async def pdf_content(
         message = f"{final_url}: the PDF is larger than the worker's {max_bytes:,} bytes"
         return failed(ErrorCode.TOO_LARGE, message, **where)
     try:
-        document = await asyncio.to_thread(read_pdf, data, max_pages=max_pages)
+        document = await offloaded(read_pdf, data, max_pages, max_bytes)
     except PdfUnreadableError as exc:
         return failed(ErrorCode.DOWNLOAD, f"{final_url}: {exc}", **where)
+    except ContentBudgetError as exc:
+        return failed(ErrorCode.TOO_LARGE, f"{final_url}: the PDF's {exc}", **where)
+    except ContentFailedError as exc:
+        return failed(ErrorCode.INTERNAL, f"{final_url}: {exc}", **where)
     return _content(document, final_url, status, options, max_bytes)
 
 

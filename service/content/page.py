@@ -3,7 +3,6 @@ document's HTML, whichever path fetched it."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 from service.content.blocking import challenge_seen
 from service.content.extract import Extracted, HtmlTooComplexError, Outlinks, extract
+from service.content.offload import ContentBudgetError, ContentFailedError, offloaded
 from service.content.schema_extract import extractor_for
 from service.content.shaping import Shaping
 from service.contracts import ErrorCode, Format, Links, PageError, PageMetadata, PageResult
@@ -107,11 +107,13 @@ async def page_content(
     value, and whether the document was already cut short (`truncated`)."""
     kept_html, cut_html = cut(html, max_bytes)
     try:
-        extracted, error = await asyncio.to_thread(
-            _extracted, kept_html or "", final_url, status, headers or {}, options, follow
+        extracted, error = await offloaded(
+            _extracted, kept_html or "", final_url, status, dict(headers or {}), options, follow
         )
-    except HtmlTooComplexError as exc:
-        return failed(ErrorCode.TOO_LARGE, str(exc), final_url=final_url)
+    except (HtmlTooComplexError, ContentBudgetError) as exc:
+        return failed(ErrorCode.TOO_LARGE, str(exc), final_url=final_url, status_code=status)
+    except ContentFailedError as exc:
+        return failed(ErrorCode.INTERNAL, str(exc), final_url=final_url, status_code=status)
     markdown, cut_markdown = cut(extracted.markdown, max_bytes)
     text, cut_text = cut(extracted.text, max_bytes)
     too_big_shot = screenshot is not None and len(screenshot) > max_bytes

@@ -1,0 +1,225 @@
+"""Content work (parsing, selectors, Markdown, `extract`, structured data, PDF text) in a
+small pool of child processes, each call within a time budget.
+
+A page decides how much work its content takes: a valid selector can backtrack
+exponentially over a 1 KB document of nested `div`s, a PDF of 18 KB can hold 100 MB of text.
+Such work runs in native code that holds the interpreter's lock, so a thread cannot bound it
+and the worker's event loop (heartbeats, `/healthz`, every other page) would stop with it.
+In a child process it can be cut off: past `CRAWL_CONTENT_BUDGET` the child is killed and
+replaced, the page ends `too_large`, and the worker and the other pages carry on.
+
+The worker installs its pool for the process (`using`); without one (unit tests, tools) the
+work runs in a thread as before, unbounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Final, Self, TypeVar, TypeVarTuple, cast
+
+import structlog
+
+from service.errors import PermanentError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from types import TracebackType
+
+    from service.settings import Settings
+
+Ts = TypeVarTuple("Ts")
+T = TypeVar("T")
+
+log = structlog.get_logger(__name__)
+
+_CHILD_MODULE: Final = "service.content._child"
+"""What a child runs: a fresh interpreter (forking a process with threads and an event loop
+copies their locks in whatever state they are), given its end of a socket pair."""
+
+START_DEADLINE_S: Final = 60.0
+"""How long a new child may take to import what it runs and say it is ready."""
+
+STOP_DEADLINE_S: Final = 2.0
+"""How long a child may take to exit when the pool closes before it is killed."""
+
+
+class ContentBudgetError(PermanentError):
+    """A page's content work ran past the worker's budget; its process was killed."""
+
+
+class ContentFailedError(PermanentError):
+    """A content process died, or its answer could not be sent back."""
+
+
+@dataclass(slots=True, eq=False)
+class _Child:
+    process: subprocess.Popen[bytes]
+    connection: Connection
+    ready: bool = False
+    """The child said it is ready (its imports are done, outside any page's budget)."""
+
+    @classmethod
+    def start(cls) -> _Child:
+        ours, theirs = socket.socketpair()
+        with theirs:
+            process = subprocess.Popen(  # noqa: S603 (our own interpreter and module)
+                [sys.executable, "-m", _CHILD_MODULE, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+            )
+        return cls(process=process, connection=Connection(ours.detach()))
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def kill(self) -> None:
+        self.connection.close()
+        self.process.kill()
+        self._reap()
+
+    def stop(self) -> None:
+        self.connection.close()  # the child's loop ends on EOF
+        self._reap()
+
+    def _reap(self) -> None:
+        try:
+            self.process.wait(STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(STOP_DEADLINE_S)
+
+
+@dataclass(slots=True)
+class ContentPool:
+    """`async with ContentPool(processes=2, budget_s=20) as pool:` children for content work;
+    `await pool.run(function, *arguments)` runs a module-level function in one of them."""
+
+    processes: int
+    budget_s: float
+    _idle: asyncio.Queue[_Child] = field(default_factory=asyncio.Queue)
+    _busy: set[_Child] = field(default_factory=set)
+    killed: int = 0
+    """Children killed for running past the budget (or abandoned by their caller)."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ContentPool:
+        return cls(
+            processes=settings.content_processes,
+            budget_s=settings.content_budget.total_seconds(),
+        )
+
+    async def __aenter__(self) -> Self:
+        for _ in range(self.processes):
+            self._add(_Child.start())
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        while not self._idle.empty():
+            await asyncio.to_thread(self._idle.get_nowait().stop)
+        for child in self._busy:
+            await asyncio.to_thread(child.kill)
+
+    async def run(self, function: Callable[[*Ts], T], *arguments: *Ts) -> T:
+        """`function(*arguments)` in a child, within the budget; raises its exception, or
+        ContentBudgetError past the budget (the child is replaced), or ContentFailedError
+        when the child died."""
+        child = await self._idle.get()
+        self._busy.add(child)
+        try:
+            if not child.ready:
+                await self._started(child)
+            ok, value = await self._exchange(child, (function, arguments))
+        except BaseException:
+            self._busy.discard(child)
+            self._replace(child)
+            raise
+        self._busy.discard(child)
+        self._idle.put_nowait(child)
+        if not ok:
+            raise cast("BaseException", value)
+        return cast("T", value)
+
+    async def _started(self, child: _Child) -> None:
+        try:
+            await _readable(child, START_DEADLINE_S)
+        except TimeoutError:
+            message = f"a content process did not start within {START_DEADLINE_S:g} s"
+            raise ContentFailedError(message) from None
+        _answer(child)
+        child.ready = True
+
+    async def _exchange(self, child: _Child, call: object) -> tuple[bool, object]:
+        child.connection.send(call)
+        try:
+            await _readable(child, self.budget_s)
+        except TimeoutError:
+            message = f"content work ran past the worker's budget of {self.budget_s:g} s"
+            raise ContentBudgetError(message) from None
+        return cast("tuple[bool, object]", _answer(child))
+
+    def _add(self, child: _Child) -> None:
+        self._idle.put_nowait(child)
+
+    def _replace(self, child: _Child) -> None:
+        self.killed += 1
+        log.warning("content.child_killed", pid=child.pid, budget_s=self.budget_s)
+        child.kill()
+        self._add(_Child.start())
+
+
+async def _readable(child: _Child, deadline_s: float) -> None:
+    """Wait until the child has sent something (or died); TimeoutError after `deadline_s`."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+    fd = child.connection.fileno()
+    loop.add_reader(fd, _settle, ready)
+    try:
+        async with asyncio.timeout(deadline_s):
+            await ready
+    finally:
+        loop.remove_reader(fd)
+
+
+def _answer(child: _Child) -> object:
+    try:
+        return child.connection.recv()
+    except (EOFError, OSError) as exc:
+        code = child.process.poll()
+        raise ContentFailedError(f"the content process died (exit {code})") from exc
+
+
+def _settle(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
+_installed: list[ContentPool] = []
+
+
+@contextlib.contextmanager
+def using(pool: ContentPool) -> Iterator[ContentPool]:
+    """Content work of this process runs in `pool` while the block runs."""
+    _installed.append(pool)
+    try:
+        yield pool
+    finally:
+        _installed.remove(pool)
+
+
+async def offloaded(function: Callable[[*Ts], T], *arguments: *Ts) -> T:
+    """`function(*arguments)` in the installed pool, or in a thread when there is none."""
+    if _installed:
+        return await _installed[-1].run(function, *arguments)
+    return await asyncio.to_thread(function, *arguments)
