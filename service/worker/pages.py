@@ -19,6 +19,7 @@ from service.background import Background
 from service.browser import SettleLimits
 from service.browser.render import fetch_page
 from service.cache import CachedPage
+from service.content.bound import bounded
 from service.content.extract import FollowRules
 from service.content.page import failed
 from service.contracts import ErrorCode, PageResult, result_id_for, utc_now
@@ -225,6 +226,12 @@ class PageStage:
         before this to after the page's result is published. `partition`: the page
         partition the task's host is placed on, where its cache entry lives."""
         structlog.contextvars.bind_contextvars(url=task.url, run_id=task.run_id)
+        content = await self._unbounded(task, charge, partition)
+        return bounded(content, int(self._deps.settings.max_result_bytes))
+
+    async def _unbounded(
+        self, task: PageTask, charge: Rendering, partition: int | None
+    ) -> PageContent:
         content = await self._check_policy(task.url)
         if content is not None:
             return content
