@@ -176,7 +176,7 @@ class PageRenderer:
             page.url,
             timeout_s=timeout_s,
             max_bytes=page.max_bytes,
-            identity=HttpIdentity.of(page.options),
+            identity=HttpIdentity.of(page.options, page.url),
         )
 
     async def _static(self, answer: StaticAnswer | PageContent, page: _Page) -> PageContent:
