@@ -60,3 +60,13 @@ def test_a_pdf_is_known_by_its_content_type():
     assert is_pdf("Application/PDF; qs=0.5")
     assert is_pdf("application/x-pdf")
     assert not is_pdf("application/octet-stream")
+
+
+def test_pages_stop_at_the_text_and_time_limits() -> None:
+    """A PDF's pages stop once the text read passes `max_chars` or `max_seconds` passed."""
+    by_chars = read_pdf(_pdf(5), 100, 1)
+    assert len(by_chars.pages) == 1
+    assert by_chars.truncated
+    by_time = read_pdf(_pdf(5), 100, None, 0)
+    assert by_time.pages == ()
+    assert by_time.page_count == 5
