@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 import subprocess
 import sys
@@ -46,11 +45,6 @@ copies their locks in whatever state they are), given its end of a socket pair."
 START_DEADLINE_S: Final = 60.0
 """How long a new child may take to import what it runs and say it is ready."""
 
-CHILD_NICENESS: Final = 5
-"""Children run below the worker's priority: a page's content work never slows the event
-loop (Kafka, every other page's navigation) on a busy machine; children share what is left
-equally."""
-
 STOP_DEADLINE_S: Final = 2.0
 """How long a child may take to exit when the pool closes before it is killed."""
 
@@ -78,7 +72,6 @@ class _Child:
                 [sys.executable, "-m", _CHILD_MODULE, str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
-                preexec_fn=_lower_priority,  # noqa: PLW1509 (only os.nice, no locks)
             )
         return cls(process=process, connection=Connection(ours.detach()))
 
@@ -205,10 +198,6 @@ def _answer(child: _Child) -> object:
     except (EOFError, OSError) as exc:
         code = child.process.poll()
         raise ContentFailedError(f"the content process died (exit {code})") from exc
-
-
-def _lower_priority() -> None:
-    os.nice(CHILD_NICENESS)
 
 
 def _settle(ready: asyncio.Future[None]) -> None:
