@@ -177,39 +177,52 @@ async def test_input_that_cannot_work_is_rejected_naming_the_field(
     assert 0 < json.dumps(thing).count("[") <= 64
 
 
-@pytest.mark.parametrize("render", ["browser", "http"])
+BROWSER_REDIRECT_GAP = pytest.mark.xfail(
+    strict=True,
+    reason="Chromium gives a redirect's unrouted next hop the first hop's headers"
+    " (service/browser/headers.py, docs/hostile-input.md)",
+)
+
+
+@pytest.mark.parametrize(
+    ("render", "way"),
+    [
+        ("browser", "image"),
+        pytest.param("browser", "redirect", marks=BROWSER_REDIRECT_GAP),
+        ("http", "redirect"),
+    ],
+)
 async def test_headers_reach_only_the_pages_own_origin(
-    topics, collector, site, start_worker, render
+    topics, collector, site, start_worker, render, way
 ):
     """A request's `Authorization` header reaches its page and the page's own image, not an
-    image on another host (browser), nor a redirect's target on another site (http); with
-    `headers_scope: all` it reaches the other host too."""
+    image on another host nor a redirect's target on another site; with `headers_scope: all`
+    it reaches the other host too."""
     async with serve("127.0.0.2") as other:
         hosts = f"127.0.0.1:{site.port},127.0.0.2:{other.port}"
         await start_worker(CRAWL_ALLOWED_HOSTS=hosts)
         pixel = other.url("/bombs/pixel.png")
-        if render == "browser":
-            page = site.url(f"/bombs/third-party?target={pixel}")
-        else:
-            page = site.url(f"/hostile/private-redirect?target={pixel}")
+        own = "/bombs/third-party" if way == "image" else "/hostile/private-redirect"
+        page = site.url(f"{own}?target={pixel}")
         secret = {"Authorization": "Bearer caller-secret"}
-        scoped = _request(f"hd-{render}", [page], render=render, headers=secret)
+        name = f"hd-{render}-{way}"
+        scoped = _request(name, [page], render=render, headers=secret)
         await produce(topics, [scoped])
-        await collector.wait_until(lambda seen: seen.terminal(f"hd-{render}"), deadline_s=120)
-        assert other.hits["/bombs/pixel.png"] >= 1
+        await collector.wait_until(lambda seen: seen.terminal(name), deadline_s=120)
+        [result] = collector.seen.results_of(name)
+        assert other.hits["/bombs/pixel.png"] >= 1, result.error
         assert other.authorized["/bombs/pixel.png"] == 0
         widened = _request(
-            f"hd-all-{render}", [page + "&all"], render=render, headers=secret, headers_scope="all"
+            f"{name}-all", [page + "&all"], render=render, headers=secret, headers_scope="all"
         )
         await produce(topics, [widened])
-        await collector.wait_until(lambda seen: seen.terminal(f"hd-all-{render}"), deadline_s=120)
+        await collector.wait_until(lambda seen: seen.terminal(f"{name}-all"), deadline_s=120)
         assert other.authorized["/bombs/pixel.png"] >= 1
-        for rid in (f"hd-{render}", f"hd-all-{render}"):
+        for rid in (name, f"{name}-all"):
             [result] = collector.seen.results_of(rid)
             assert result.status_code == 200, (rid, result.error)
-        own = "/bombs/third-party" if render == "browser" else "/hostile/private-redirect"
         assert site.authorized[own] >= 2
-        if render == "browser":
+        if way == "image":
             assert site.authorized["/bombs/pixel.png"] >= 1
 
 
