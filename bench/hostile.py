@@ -28,6 +28,7 @@ from testsite import serve
 
 from service.broker import LocalBroker
 from service.contracts import PageResult, ProgressEvent
+from service.messaging.chunks import Reassembler
 
 WARMUP = 2
 """Canary samples measured first and left out."""
@@ -62,6 +63,7 @@ class Ends:
     def __init__(self) -> None:
         self.ended: dict[str, asyncio.Event] = {}
         self.results: dict[str, PageResult] = {}
+        self.chunks = Reassembler()  # a large result comes in chunks
 
     def event(self, request_id: str) -> asyncio.Event:
         return self.ended.setdefault(request_id, asyncio.Event())
@@ -69,8 +71,10 @@ class Ends:
     async def read(self, worker) -> None:  # noqa: ANN001
         async for record in worker.consumer:
             if record.topic == worker.settings.results_topic:
-                result = PageResult.model_validate_json(record.value)
-                self.results[result.request_id] = result
+                whole = self.chunks.add(record.value, list(record.headers))
+                if whole is not None:
+                    result = PageResult.model_validate_json(whole)
+                    self.results[result.request_id] = result
                 continue
             event = ProgressEvent.model_validate_json(record.value)
             if event.is_terminal:

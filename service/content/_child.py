@@ -3,6 +3,7 @@ or its exception (see `offload.ContentPool`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -44,4 +45,5 @@ def serve(connection: Connection) -> None:
 
 
 if __name__ == "__main__":
-    serve(Connection(int(sys.argv[1])))
+    with contextlib.suppress(ConnectionError):  # the worker went away: nothing to answer
+        serve(Connection(int(sys.argv[1])))

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import pickle
 import socket
+import struct
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Final, Self, TypeVar, TypeVarTuple, cast
 
 import structlog
@@ -37,6 +38,12 @@ Ts = TypeVarTuple("Ts")
 T = TypeVar("T")
 
 log = structlog.get_logger(__name__)
+
+_SIZE: Final = struct.Struct("!i")
+_LONG_SIZE: Final = struct.Struct("!Q")
+_SHORT_FRAME: Final = 0x7FFFFFFF
+"""Frames as `multiprocessing.connection` writes them: a 4-byte size, or -1 and an 8-byte
+size for a frame longer than this."""
 
 _CHILD_MODULE: Final = "service.content._child"
 """What a child runs: a fresh interpreter (forking a process with threads and an event loop
@@ -59,8 +66,13 @@ class ContentFailedError(PermanentError):
 
 @dataclass(slots=True, eq=False)
 class _Child:
+    """A content process and the worker's end of its socket (framed as
+    `multiprocessing.connection.Connection` frames them, which the child uses)."""
+
     process: subprocess.Popen[bytes]
-    connection: Connection
+    sock: socket.socket
+    reader: asyncio.StreamReader | None = None
+    writer: asyncio.StreamWriter | None = None
     ready: bool = False
     """The child said it is ready (its imports are done, outside any page's budget)."""
 
@@ -73,20 +85,50 @@ class _Child:
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
             )
-        return cls(process=process, connection=Connection(ours.detach()))
+        return cls(process=process, sock=ours)
 
     @property
     def pid(self) -> int:
         return self.process.pid
 
+    async def send(self, value: object) -> None:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(sock=self.sock)
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(data) > _SHORT_FRAME:
+            self.writer.write(_SIZE.pack(-1) + _LONG_SIZE.pack(len(data)))
+        else:
+            self.writer.write(_SIZE.pack(len(data)))
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def receive(self) -> object:
+        """The child's next message (ContentFailedError when it died)."""
+        if self.reader is None:
+            self.reader, self.writer = await asyncio.open_connection(sock=self.sock)
+        try:
+            (size,) = _SIZE.unpack(await self.reader.readexactly(_SIZE.size))
+            if size == -1:
+                (size,) = _LONG_SIZE.unpack(await self.reader.readexactly(_LONG_SIZE.size))
+            return pickle.loads(await self.reader.readexactly(size))  # noqa: S301 (our child)
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            code = self.process.poll()
+            raise ContentFailedError(f"the content process died (exit {code})") from exc
+
     def kill(self) -> None:
-        self.connection.close()
         self.process.kill()
+        self._close()
         self._reap()
 
-    def stop(self) -> None:
-        self.connection.close()  # the child's loop ends on EOF
-        self._reap()
+    async def stop(self) -> None:
+        self._close()  # the child's loop ends on EOF
+        await asyncio.to_thread(self._reap)
+
+    def _close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        else:
+            self.sock.close()
 
     def _reap(self) -> None:
         try:
@@ -127,9 +169,10 @@ class ContentPool:
         tb: TracebackType | None,
     ) -> None:
         while not self._idle.empty():
-            await asyncio.to_thread(self._idle.get_nowait().stop)
-        for child in self._busy:
-            await asyncio.to_thread(child.kill)
+            await self._idle.get_nowait().stop()
+        for child in list(self._busy):
+            child.process.kill()
+            await child.stop()
 
     async def run(self, function: Callable[[*Ts], T], *arguments: *Ts) -> T:
         """`function(*arguments)` in a child, within the budget; raises its exception, or
@@ -153,21 +196,23 @@ class ContentPool:
 
     async def _started(self, child: _Child) -> None:
         try:
-            await _readable(child, START_DEADLINE_S)
+            async with asyncio.timeout(START_DEADLINE_S):
+                await child.receive()
         except TimeoutError:
             message = f"a content process did not start within {START_DEADLINE_S:g} s"
             raise ContentFailedError(message) from None
-        _answer(child)
         child.ready = True
 
     async def _exchange(self, child: _Child, call: object) -> tuple[bool, object]:
-        child.connection.send(call)
+        """Send the call and read its answer without holding the event loop (a large page
+        or answer streams through the socket as the child, at a lower priority, gets CPU)."""
         try:
-            await _readable(child, self.budget_s)
+            async with asyncio.timeout(self.budget_s):
+                await child.send(call)
+                return cast("tuple[bool, object]", await child.receive())
         except TimeoutError:
             message = f"content work ran past the worker's budget of {self.budget_s:g} s"
             raise ContentBudgetError(message) from None
-        return cast("tuple[bool, object]", _answer(child))
 
     def _add(self, child: _Child) -> None:
         self._idle.put_nowait(child)
@@ -177,32 +222,6 @@ class ContentPool:
         log.warning("content.child_killed", pid=child.pid, budget_s=self.budget_s)
         child.kill()
         self._add(_Child.start())
-
-
-async def _readable(child: _Child, deadline_s: float) -> None:
-    """Wait until the child has sent something (or died); TimeoutError after `deadline_s`."""
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-    fd = child.connection.fileno()
-    loop.add_reader(fd, _settle, ready)
-    try:
-        async with asyncio.timeout(deadline_s):
-            await ready
-    finally:
-        loop.remove_reader(fd)
-
-
-def _answer(child: _Child) -> object:
-    try:
-        return child.connection.recv()
-    except (EOFError, OSError) as exc:
-        code = child.process.poll()
-        raise ContentFailedError(f"the content process died (exit {code})") from exc
-
-
-def _settle(ready: asyncio.Future[None]) -> None:
-    if not ready.done():
-        ready.set_result(None)
 
 
 _installed: list[ContentPool] = []
