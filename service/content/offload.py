@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import pickle
 import socket
 import struct
@@ -49,6 +50,12 @@ _CHILD_MODULE: Final = "service.content._child"
 """What a child runs: a fresh interpreter (forking a process with threads and an event loop
 copies their locks in whatever state they are), given its end of a socket pair."""
 
+LONG_CALL_S: Final = 1.0
+"""A call running longer than this sinks its child to `SUNK_NICENESS` (real pages take tens of
+milliseconds); the child is replaced after the call."""
+
+SUNK_NICENESS: Final = 19
+
 START_DEADLINE_S: Final = 60.0
 """How long a new child may take to import what it runs and say it is ready."""
 
@@ -75,6 +82,8 @@ class _Child:
     writer: asyncio.StreamWriter | None = None
     ready: bool = False
     """The child said it is ready (its imports are done, outside any page's budget)."""
+    sunk: bool = False
+    """The child runs a long call at the lowest priority (`sink`)."""
 
     @classmethod
     def start(cls) -> _Child:
@@ -90,6 +99,13 @@ class _Child:
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    def sink(self) -> None:
+        """Lower the child to `SUNK_NICENESS`: a call this long is likely a bomb, and the
+        other child's pages (a canary of 20 ms of work) should not share a core with it."""
+        with contextlib.suppress(OSError):  # it has just ended
+            os.setpriority(os.PRIO_PROCESS, self.pid, SUNK_NICENESS)
+            self.sunk = True
 
     async def send(self, value: object) -> None:
         if self.writer is None:
@@ -183,12 +199,19 @@ class ContentPool:
         try:
             if not child.ready:
                 await self._started(child)
-            ok, value = await self._exchange(child, (function, arguments))
+            sinking = asyncio.get_running_loop().call_later(LONG_CALL_S, child.sink)
+            try:
+                ok, value = await self._exchange(child, (function, arguments))
+            finally:
+                sinking.cancel()
         except BaseException:
             self._busy.discard(child)
             self._replace(child)
             raise
         self._busy.discard(child)
+        if child.sunk:  # its priority cannot be raised again without privileges
+            await child.stop()
+            child = _Child.start()
         self._idle.put_nowait(child)
         if not ok:
             raise cast("BaseException", value)

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from service.content.offload import (
+    LONG_CALL_S,
     ContentBudgetError,
     ContentFailedError,
     ContentPool,
@@ -47,3 +48,11 @@ async def test_offloaded_uses_the_installed_pool_else_a_thread() -> None:
     async with ContentPool(processes=1, budget_s=20) as pool:
         with using(pool):
             assert await offloaded(os.getpid) != os.getpid()
+
+
+async def test_a_long_call_sinks_its_child_which_is_replaced_after() -> None:
+    """A call past `LONG_CALL_S` runs on at the lowest priority; its child is then retired."""
+    async with ContentPool(processes=1, budget_s=20) as pool:
+        first = await pool.run(os.getpid)
+        await pool.run(time.sleep, LONG_CALL_S + 0.5)
+        assert await pool.run(os.getpid) != first
