@@ -34,6 +34,7 @@ from service.contracts_identity import (
     DeviceName,
     Geolocation,
     Headers,
+    HeadersScope,
     Locale,
     ProxyOption,
     TimeZone,
@@ -143,7 +144,7 @@ def _sorted_unique(values: tuple[StrEnum, ...]) -> tuple[StrEnum, ...]:
 class _Untrusted(BaseModel):
     """Base of messages written by other teams' producers: strict about unknown fields."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 MAX_SHAPING_SELECTORS: Final = 32
@@ -333,9 +334,15 @@ class CrawlOptions(_Untrusted):
     extract: ExtractSchema | None = None
     """A selector schema read from every page into the result's `json` (no format needed)."""
     headers: Headers = Field(default_factory=dict)
-    """Extra HTTP headers sent with every request of the page (both paths; the browser sends
-    them with its subresources too). Hop-by-hop headers (`Connection`, `Keep-Alive`, `TE`,
-    `Trailer`, `Transfer-Encoding`, `Upgrade`, any `Proxy-*`) and `Host` are rejected."""
+    """Extra HTTP headers sent with the page's requests (both paths): by default only to the
+    page's own origin (its document, and its subresources of that origin) and to its
+    redirects on the same site; see `headers_scope`. Hop-by-hop headers (`Connection`,
+    `Keep-Alive`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`, any `Proxy-*`) and `Host`
+    are rejected."""
+    headers_scope: HeadersScope = "origin"
+    """Where `headers` go: `origin` (the page's own origin and same-site redirects; a
+    third-party image, script or frame gets none of them) or `all` (every request the page
+    makes, whatever its host)."""
     cookies: tuple[Cookie, ...] = Field(default=(), max_length=MAX_COOKIES)
     """Cookies the pages start with, sent where they match (both paths)."""
     user_agent: UserAgent | None = None
@@ -527,7 +534,10 @@ class ErrorCode(StrEnum):
     BROWSER_CRASH = "browser_crash"
     """The renderer or the browser died while loading the page."""
     TOO_LARGE = "too_large"
-    """The page is larger than the worker accepts."""
+    """The page, or the work its content takes, is larger than the worker accepts: a
+    document too deeply nested to parse, content extraction past `CRAWL_CONTENT_BUDGET` (a
+    selector that backtracks, a PDF bomb), a PDF cut at the byte cap, or a result whose
+    uncuttable fields (`json`, `actions`, screenshots) pass `CRAWL_MAX_RESULT_BYTES`."""
     DOWNLOAD = "download"
     """The URL is a file download, not a page."""
     INTERNAL = "internal"

@@ -21,7 +21,7 @@ Selector = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 
 
 class _Step(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class WaitAction(_Step):

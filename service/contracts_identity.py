@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import zoneinfo
+from functools import cache
 from typing import Annotated, Final, Literal
 
 from pydantic import (
@@ -69,12 +70,23 @@ def _locale(tag: str) -> str:
     return tag
 
 
+NOT_BROWSER_ZONES: Final = frozenset({"localtime"})
+"""Names the time zone database lists that Chromium refuses (`Invalid timezone ID`): the
+machine's own zone. The `right/` and `posix/` variants are refused too; they are not in
+`zoneinfo.available_timezones()`."""
+
+
+@cache
+def _browser_zones() -> frozenset[str]:
+    """IANA zone names a browser context accepts (checked against Chromium: all of the
+    database's names but `NOT_BROWSER_ZONES`)."""
+    return frozenset(zoneinfo.available_timezones() - NOT_BROWSER_ZONES)
+
+
 def _timezone(name: str) -> str:
-    try:
-        zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    if name not in _browser_zones():
         message = f"time zone {name!r} is not an IANA name such as `Europe/Berlin`"
-        raise ValueError(message) from None
+        raise ValueError(message)
     return name
 
 
@@ -97,6 +109,8 @@ def _proxy(spec: str, info: ValidationInfo) -> str:
 
 
 Headers = Annotated[dict[str, str], Field(max_length=MAX_HEADERS), AfterValidator(_headers)]
+HeadersScope = Literal["origin", "all"]
+"""Where a request's `headers` go (see `CrawlOptions.headers_scope`)."""
 DeviceName = Annotated[str, AfterValidator(_device)]
 Locale = Annotated[str, AfterValidator(_locale)]
 TimeZone = Annotated[str, StringConstraints(max_length=64), AfterValidator(_timezone)]
@@ -109,7 +123,7 @@ CookieText = Annotated[str, StringConstraints(max_length=4096, pattern=r"^[^\x00
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Cookie(_Strict):
@@ -156,6 +170,7 @@ class Viewport(_Strict):
 
 IDENTITY_FIELDS: Final = (
     "headers",
+    "headers_scope",
     "cookies",
     "user_agent",
     "locale",
@@ -179,6 +194,7 @@ __all__ = [
     "DeviceName",
     "Geolocation",
     "Headers",
+    "HeadersScope",
     "Locale",
     "ProxyOption",
     "TimeZone",

@@ -227,7 +227,16 @@ class Settings(BaseSettings):
     max_request_deadline: Seconds = Field(default=timedelta(hours=1), gt=timedelta(0))
     """Upper bound on a request's `deadline_ms`."""
     max_result_bytes: ByteSize = ByteSize(20_000_000)
-    """Hard cap on one page's content; beyond it content is cut and `truncated` is set."""
+    """Hard cap on one page's result as a whole: `html`, `markdown` and `text` are cut to share
+    what the other fields leave (`truncated` is set); a result whose other fields alone
+    (`json`, `actions`, screenshots, links, structured data) are larger ends `too_large`."""
+    content_processes: int = Field(default=2, ge=1, le=64)
+    """Child processes that extract pages' content (parsing, selectors, Markdown, `extract`,
+    structured data, PDF text): at most this many pages are extracted at once, each in a
+    process the worker can kill, so no page's content holds the worker's event loop."""
+    content_budget: Seconds = Field(default=timedelta(seconds=20), gt=timedelta(0))
+    """Longest a page's content extraction may take; past it the content process is killed
+    and replaced and the page ends `too_large`."""
     max_pdf_pages: int = Field(default=100, ge=1)
     """Pages of a PDF whose text is read; beyond them the text stops and `truncated` is set
     (`document.page_count` is still the document's own)."""

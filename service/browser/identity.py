@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
+from service.browser.headers import context_headers
 from service.contracts_identity import IDENTITY_FIELDS
 from service.devices import descriptor
 
@@ -41,8 +42,9 @@ def context_arguments(options: CrawlOptions) -> dict[str, Any]:
         arguments["viewport"] = options.viewport.model_dump()
     if options.user_agent is not None:
         arguments["user_agent"] = options.user_agent
-    if options.headers:
-        arguments["extra_http_headers"] = dict(options.headers)
+    headers = context_headers(options)
+    if headers is not None:
+        arguments["extra_http_headers"] = headers
     if options.locale is not None:
         arguments["locale"] = options.locale
     if options.timezone is not None:

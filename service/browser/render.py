@@ -19,11 +19,12 @@ from service.browser.failures import (
     classify_navigation,
     first_line,
 )
+from service.browser.headers import scoped_headers
 from service.browser.navigation import NavigationWatch
 from service.browser.settle import Reading, SettleLimits, read_settled
 from service.content.page import PageContent, failed, page_content
 from service.content.pdf import is_pdf
-from service.contracts import ErrorCode, Format
+from service.contracts import ALLOWED_SCHEMES, ErrorCode, Format
 from service.egress.verdict import HTTP_FORBIDDEN, proxy_refusal
 from service.errors import BrowserUnavailableError
 
@@ -79,6 +80,7 @@ async def fetch_page(
             asyncio.timeout(timeout_s * 1.5 + MIN_STEP_S * 5),
             context.page() as page,
             NavigationWatch(page, refusals) as watch,
+            scoped_headers(page, url, options),
         ):
             return await _render(
                 page,
@@ -129,7 +131,7 @@ async def _render(
         after = deadline.share(1 - EXTRACTION_SHARE / 2)
         reading = await read_settled(page, watch, _unwaited(options), after, deadline, settle)
     answer = response if response is not None and _made(response, reading) else None
-    refused = proxy_failure(answer) or _refused(watch, reading)
+    refused = _left_the_web(reading) or proxy_failure(answer) or _refused(watch, reading)
     if refused is not None:
         return refused
     shot = base64.b64encode(reading.screenshot).decode() if reading.screenshot else None
@@ -201,6 +203,16 @@ def _made(response: Response, reading: Reading) -> bool:
     """Whether `response` is the answer that made the document read (not one before it)."""
     same_url = response.url.partition("#")[0] == reading.url.partition("#")[0]
     return same_url and reading.status in {None, response.status}
+
+
+def _left_the_web(reading: Reading) -> PageContent | None:
+    """The page's scripts took it to a URL of no scheme the URL policy allows (`data:`,
+    `about:`, `blob:`...): what it shows there is no content of a crawled URL."""
+    scheme = reading.url.partition(":")[0].lower()
+    if scheme in ALLOWED_SCHEMES:
+        return None
+    message = f"the page navigated to a {scheme}: URL, which the URL policy does not allow"
+    return failed(ErrorCode.BLOCKED, message, final_url=f"{scheme}:")  # a data: URL is content
 
 
 def _refused(watch: NavigationWatch, reading: Reading) -> PageContent | None:

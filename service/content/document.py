@@ -4,9 +4,9 @@ markdown and text (pages in order, a blank line between them), its metadata, and
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Final
 
+from service.content.offload import ContentBudgetError, ContentFailedError, budget_s, offloaded
 from service.content.page import HTTP_ERROR_FROM, PageContent, cut, failed
 from service.content.pdf import PdfUnreadableError, read_pdf
 from service.contracts import (
@@ -21,6 +21,10 @@ from service.contracts import (
 if TYPE_CHECKING:
     from service.content.pdf import PdfText
     from service.contracts import CrawlOptions
+
+PDF_TIME_SHARE: Final = 0.5
+"""Share of `CRAWL_CONTENT_BUDGET` after which a PDF's pages stop being read: the pages read
+by then are the result (`truncated`), rather than `too_large` at the budget."""
 
 DEFAULT_MAX_PDF_PAGES: Final = 100
 """Pages read when the worker names no other limit (`CRAWL_MAX_PDF_PAGES`)."""
@@ -45,9 +49,15 @@ async def pdf_content(
         message = f"{final_url}: the PDF is larger than the worker's {max_bytes:,} bytes"
         return failed(ErrorCode.TOO_LARGE, message, **where)
     try:
-        document = await asyncio.to_thread(read_pdf, data, max_pages=max_pages)
+        budget = budget_s()
+        seconds = None if budget is None else budget * PDF_TIME_SHARE
+        document = await offloaded(read_pdf, data, max_pages, max_bytes, seconds)
     except PdfUnreadableError as exc:
         return failed(ErrorCode.DOWNLOAD, f"{final_url}: {exc}", **where)
+    except ContentBudgetError as exc:
+        return failed(ErrorCode.TOO_LARGE, f"{final_url}: the PDF's {exc}", **where)
+    except ContentFailedError as exc:
+        return failed(ErrorCode.INTERNAL, f"{final_url}: {exc}", **where)
     return _content(document, final_url, status, options, max_bytes)
 
 

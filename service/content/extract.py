@@ -40,6 +40,9 @@ class HtmlTooComplexError(PermanentError):
         super().__init__(f"HTML nesting too deep to parse (estimated work {work:,})")
         self.work = work
 
+    def __reduce__(self) -> tuple[type[HtmlTooComplexError], tuple[int]]:
+        return type(self), (self.work,)  # raised in a content process, re-raised here
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Extracted:

@@ -3,18 +3,21 @@ document's HTML, whichever path fetched it."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Final
 
+import pydantic_core
+
 from service.content.blocking import challenge_seen
 from service.content.extract import Extracted, HtmlTooComplexError, Outlinks, extract
+from service.content.offload import ContentBudgetError, ContentFailedError, offloaded
 from service.content.schema_extract import extractor_for
 from service.content.shaping import Shaping
 from service.contracts import ErrorCode, Format, Links, PageError, PageMetadata, PageResult
+from service.errors import PermanentError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -98,6 +101,20 @@ wait, the links a deep crawl follows (they go to the frontier record), what the 
 stores."""
 
 
+class JsonTooLargeError(PermanentError):
+    """A page's `json` alone is larger than the result may be."""
+
+    def __init__(self, size: int, max_bytes: int) -> None:
+        super().__init__(
+            f"the result is larger than the worker's {max_bytes:,} bytes (`json` {size:,} bytes)"
+        )
+        self.size = size
+        self.max_bytes = max_bytes
+
+    def __reduce__(self) -> tuple[type[JsonTooLargeError], tuple[int, int]]:
+        return type(self), (self.size, self.max_bytes)
+
+
 def failed(code: ErrorCode, message: str, **fields: object) -> PageContent:
     return PageContent(ok=False, error=PageError(code=code, message=message), **fields)  # type: ignore[arg-type]
 
@@ -122,11 +139,20 @@ async def page_content(
     value, and whether the document was already cut short (`truncated`)."""
     kept_html, cut_html = cut(html, max_bytes)
     try:
-        extracted, error = await asyncio.to_thread(
-            _extracted, kept_html or "", final_url, status, headers or {}, options, follow
+        extracted, error = await offloaded(
+            _extracted,
+            kept_html or "",
+            final_url,
+            status,
+            dict(headers or {}),
+            options,
+            follow,
+            max_bytes,
         )
-    except HtmlTooComplexError as exc:
-        return failed(ErrorCode.TOO_LARGE, str(exc), final_url=final_url)
+    except (HtmlTooComplexError, ContentBudgetError, JsonTooLargeError) as exc:
+        return failed(ErrorCode.TOO_LARGE, str(exc), final_url=final_url, status_code=status)
+    except ContentFailedError as exc:
+        return failed(ErrorCode.INTERNAL, str(exc), final_url=final_url, status_code=status)
     markdown, cut_markdown = cut(extracted.markdown, max_bytes)
     text, cut_text = cut(extracted.text, max_bytes)
     too_big_shot = screenshot is not None and len(screenshot) > max_bytes
@@ -174,9 +200,13 @@ def _extracted(
     headers: Mapping[str, str],
     options: CrawlOptions,
     follow: FollowRules | None,
+    max_bytes: int,
 ) -> tuple[Extracted, PageError | None]:
     """The outputs of the document, and the error its status makes of it: a challenge or block
-    page is `blocked_by_site` (with what was seen), other refusals `http_error`."""
+    page is `blocked_by_site` (with what was seen), other refusals `http_error`.
+
+    Raises JsonTooLargeError when the `json` alone is larger than `max_bytes` (it is not sent
+    back to the worker: an `extract` can copy a page thousands of times)."""
     extracted = extract(
         html,
         base_url=final_url,
@@ -185,6 +215,10 @@ def _extracted(
         shaping=Shaping.from_options(options),
         extractor=extractor_for(options.extract),
     )
+    if extracted.json_data is not None:
+        size = len(pydantic_core.to_json(extracted.json_data))
+        if size > max_bytes:
+            raise JsonTooLargeError(size, max_bytes)
     if status is None or status < HTTP_ERROR_FROM:
         return extracted, None
     seen = challenge_seen(status, headers, html)

@@ -8,6 +8,7 @@ PDFium is not thread-safe, so one lock lets one document be read at a time per p
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Final
 
@@ -56,8 +57,12 @@ def is_pdf(content_type: str) -> bool:
     return content_type.partition(";")[0].strip().lower() in PDF_TYPES
 
 
-def read_pdf(data: bytes, *, max_pages: int) -> PdfText:
-    """The text of the first `max_pages` pages of the PDF in `data` and its metadata.
+def read_pdf(
+    data: bytes, max_pages: int, max_chars: int | None = None, max_seconds: float | None = None
+) -> PdfText:
+    """The text of the first `max_pages` pages of the PDF in `data` and its metadata; pages
+    stop once `max_chars` of text were read or `max_seconds` passed (a few KB of PDF can draw
+    100 MB of text, every page sharing one compressed stream).
 
     Raises PdfUnreadableError when PDFium cannot open it.
     """
@@ -68,7 +73,8 @@ def read_pdf(data: bytes, *, max_pages: int) -> PdfText:
             raise PdfUnreadableError(f"not a readable PDF ({exc})") from exc
         try:
             count = len(document)
-            pages = tuple(_page_text(document, index) for index in range(min(count, max_pages)))
+            until = None if max_seconds is None else time.monotonic() + max_seconds
+            pages = _pages_text(document, min(count, max_pages), max_chars, until)
             metadata = document.get_metadata_dict(skip_empty=True)
         finally:
             document.close()
@@ -78,6 +84,21 @@ def read_pdf(data: bytes, *, max_pages: int) -> PdfText:
         title=_clean(metadata.get("Title")),
         author=_clean(metadata.get("Author")),
     )
+
+
+def _pages_text(
+    document: pdfium.PdfDocument, pages: int, max_chars: int | None, until: float | None
+) -> tuple[str, ...]:
+    read: list[str] = []
+    chars = 0
+    for index in range(pages):
+        if max_chars is not None and chars >= max_chars:
+            break
+        if until is not None and time.monotonic() >= until:
+            break
+        read.append(_page_text(document, index))
+        chars += len(read[-1])
+    return tuple(read)
 
 
 def _page_text(document: pdfium.PdfDocument, index: int) -> str:

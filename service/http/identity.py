@@ -16,9 +16,11 @@ from urllib.parse import urlsplit
 
 from aiohttp import hdrs
 
+from service.net.header_scope import sends_headers
+
 if TYPE_CHECKING:
     from service.contracts import CrawlOptions
-    from service.contracts_identity import Cookie
+    from service.contracts_identity import Cookie, HeadersScope
 
 __all__ = ["HttpIdentity"]
 
@@ -32,20 +34,26 @@ class HttpIdentity:
     user_agent: str | None = None
     proxy: str | None = None
     """The request's upstream proxy (a URL or a pool's name)."""
+    page_url: str | None = None
+    """The page the headers are for (None: every URL is the page's)."""
+    headers_scope: HeadersScope = "origin"
 
     @classmethod
-    def of(cls, options: CrawlOptions) -> HttpIdentity:
+    def of(cls, options: CrawlOptions, page_url: str | None = None) -> HttpIdentity:
         return cls(
             headers=tuple(options.headers.items()),
             cookies=options.cookies,
             user_agent=options.user_agent,
             proxy=options.proxy,
+            page_url=page_url,
+            headers_scope=options.headers_scope,
         )
 
     def headers_for(self, url: str) -> dict[str, str]:
-        """The headers of a request to `url` (the request's own, its matching cookies, its
-        user agent over any other)."""
-        sent = dict(self.headers)
+        """The headers of a request to `url`, a hop of the page's navigation (the request's
+        own where `headers_scope` lets them go, its matching cookies, its user agent over
+        any other)."""
+        sent = dict(self.headers) if self._reaches(url) else {}
         jar = "; ".join(f"{c.name}={c.value}" for c in self.cookies if _matches(c, url))
         if jar:
             given = next((name for name in sent if name.lower() == "cookie"), None)
@@ -54,6 +62,11 @@ class HttpIdentity:
             sent = {name: value for name, value in sent.items() if name.lower() != "user-agent"}
             sent[hdrs.USER_AGENT] = self.user_agent
         return sent
+
+    def _reaches(self, url: str) -> bool:
+        if self.page_url is None:
+            return True
+        return sends_headers(self.headers_scope, self.page_url, url, navigation=True)
 
 
 def _matches(cookie: Cookie, url: str, now: float | None = None) -> bool:

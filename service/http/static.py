@@ -7,11 +7,11 @@ with 403 and `X-Crawlstream-Blocked` (a plain request) or refuses the CONNECT (h
 are followed here, hop by hop, so each hop is a new request the proxy judges; a hop to another
 scheme is refused before it is sent, and more than `MAX_REDIRECTS` hops is `http_error`.
 
-A request's headers, cookies and user agent go with every hop (`identity.py`). No cookies
-are kept (every request is isolated, as with a browser context of its own), no
-subresource is loaded and no script runs. aiohttp speaks HTTP/1.1 only: HTTP/2 would need
-httpx with h2, and through this proxy (one request per plain connection, CONNECT tunnels for
-https) it would help only https origins; not done.
+A request's cookies and user agent go with every hop, its headers with those its
+`headers_scope` allows (`identity.py`). No cookies are kept (every request is isolated, as
+with a browser context of its own), no subresource is loaded and no script runs. aiohttp
+speaks HTTP/1.1 only: HTTP/2 would need httpx with h2, and through this proxy (one request
+per plain connection, CONNECT tunnels for https) it would help only https origins; not done.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ policy and would meet the same. Whichever path produced the result is in `render
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import html as html_lib
 import time
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 
 from service.content.blocking import challenge_seen
 from service.content.document import DEFAULT_MAX_PDF_PAGES, pdf_content
+from service.content.offload import ContentBudgetError, ContentFailedError, offloaded
 from service.content.page import HTTP_ERROR_FROM, PageContent, failed, page_content
 from service.content.shell import selector_present, shell_reason
 from service.contracts import ErrorCode, Format
@@ -136,7 +136,10 @@ class PageRenderer:
         answer = await self._fetch(page, timeout_s)
         if isinstance(answer, PageContent):
             return self._by("http", answer)
-        reason = await asyncio.to_thread(escalation_reason, answer, page.options.wait_for)
+        try:
+            reason = await offloaded(escalation_reason, answer, page.options.wait_for)
+        except (ContentBudgetError, ContentFailedError) as exc:
+            return self._by("http", _not_judged(exc, answer))
         if reason is None:
             if answer.status < HTTP_ERROR_FROM:
                 self._memory.static_sufficed(host)
@@ -176,7 +179,7 @@ class PageRenderer:
             page.url,
             timeout_s=timeout_s,
             max_bytes=page.max_bytes,
-            identity=HttpIdentity.of(page.options),
+            identity=HttpIdentity.of(page.options, page.url),
         )
 
     async def _static(self, answer: StaticAnswer | PageContent, page: _Page) -> PageContent:
@@ -217,10 +220,9 @@ async def static_content(
         message = f"{answer.url}: {answer.media_type} is neither HTML nor text (render `http`)"
         return failed(ErrorCode.DOWNLOAD, message, **where)
     html = _as_html(answer)
-    if options.wait_for is not None and answer.status < HTTP_ERROR_FROM:
-        missing = _wait_for_missing(html, options.wait_for, **where)
-        if missing is not None:
-            return missing
+    missing = await _wait_for_missing(answer, html, options.wait_for)
+    if missing is not None:
+        return missing
     return await page_content(
         status=answer.status,
         final_url=answer.url,
@@ -244,8 +246,23 @@ class _Page:
     follow: FollowRules | None
 
 
-def _wait_for_missing(html: str, selector: str, **where: object) -> PageContent | None:
-    present = selector_present(html, selector)
+def _not_judged(exc: ContentBudgetError | ContentFailedError, answer: StaticAnswer) -> PageContent:
+    """The page whose HTML could not be judged (its `wait_for`, a shell) within the budget."""
+    code = ErrorCode.TOO_LARGE if isinstance(exc, ContentBudgetError) else ErrorCode.INTERNAL
+    return failed(code, str(exc), final_url=answer.url, status_code=answer.status)
+
+
+async def _wait_for_missing(
+    answer: StaticAnswer, html: str, selector: str | None
+) -> PageContent | None:
+    """The result of a page whose `wait_for` is not in its HTML (None: it is, or none)."""
+    if selector is None or answer.status >= HTTP_ERROR_FROM:
+        return None
+    try:
+        present = await offloaded(selector_present, html, selector)
+    except (ContentBudgetError, ContentFailedError) as exc:
+        return _not_judged(exc, answer)
+    where = {"final_url": answer.url, "status_code": answer.status}
     if present is None:
         message = f"wait_for {selector!r} is not a CSS selector (render `http` checks CSS only)"
         return failed(ErrorCode.INVALID_SELECTOR, message, **where)

@@ -15,6 +15,7 @@ from service.backpressure.gate import MemoryGate
 from service.browser.pool import BrowserPool
 from service.cache import KafkaCacheStore, PageCache, tenant_scope
 from service.changes import ChangeTracker, KafkaHistoryStore
+from service.content.offload import ContentPool, using
 from service.contracts import DeadLetterCode, ErrorCode, EventType, RecordSource
 from service.control import ActiveRuns, CancelRegistry, ControlReader
 from service.egress.proxy import EgressProxy
@@ -191,6 +192,8 @@ class Worker:
             )
         )
         robots = await stack.enter_async_context(RobotsCache(robots_source))
+        content = await stack.enter_async_context(ContentPool.from_settings(settings))
+        stack.enter_context(using(content))
         static = await stack.enter_async_context(StaticFetcher(proxy.access, policy))
         renderer = PageRenderer.from_settings(static, settings, self._metrics)
         publisher = await stack.enter_async_context(Publisher(settings))

@@ -27,6 +27,9 @@ LATE_ARRIVED = web.AppKey("late_arrived", Counter[str])
 LATE_ENDED = web.AppKey("late_ended", Counter[str])
 """Requests of `/isolation/late-cookie` ended (answered or cancelled) per `tag`."""
 
+AUTHORIZED = web.AppKey("authorized", Counter[str])
+"""Requests received with an `Authorization` header, per path."""
+
 
 def install(app: web.Application) -> None:
     """Give `app` fresh counters and the middleware that counts every request."""
@@ -35,6 +38,7 @@ def install(app: web.Application) -> None:
     app[CACHED_FETCHES] = Counter()
     app[LATE_ARRIVED] = Counter()
     app[LATE_ENDED] = Counter()
+    app[AUTHORIZED] = Counter()
     app.middlewares.append(count_hits)
 
 
@@ -42,6 +46,8 @@ def install(app: web.Application) -> None:
 async def count_hits(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Count the request under its path, then let it through."""
     request.app[HITS][request.path] += 1
+    if "Authorization" in request.headers:
+        request.app[AUTHORIZED][request.path] += 1
     return await handler(request)
 
 

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+import _bombs
 import _cachepages
 import _changepages
 import _content
@@ -68,6 +69,8 @@ class TestSite:
     """Requests of `/isolation/late-cookie` ended (answered or cancelled) per `tag`."""
     cache_answers: Counter[str]
     """Answers of the `/cache/...` pages, keyed `"<path> <status>"`."""
+    authorized: Counter[str]
+    """Requests received with an `Authorization` header, per path."""
 
     def url(self, path: str) -> str:
         """The absolute URL of `path` (which starts with `/`, and may carry a query)."""
@@ -90,6 +93,7 @@ def build_app() -> web.Application:
     app.add_routes(_proxyabuse.ROUTES)
     app.add_routes(_content.ROUTES)
     app.add_routes(_identity.ROUTES)
+    app.add_routes(_bombs.ROUTES)
     _cachepages.install(app)
     app.add_routes(_cachepages.ROUTES)
     _changepages.install(app)
@@ -120,6 +124,7 @@ async def serve(host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[TestSit
             late_arrived=app[_state.LATE_ARRIVED],
             late_ended=app[_state.LATE_ENDED],
             cache_answers=app[_cachepages.CACHE_ANSWERS],
+            authorized=app[_state.AUTHORIZED],
         )
     finally:
         await runner.cleanup()

@@ -20,6 +20,7 @@ from service.browser import SettleLimits
 from service.browser.render import fetch_page
 from service.cache import CachedPage
 from service.changes import TrackedPage
+from service.content.bound import bounded
 from service.content.extract import FollowRules
 from service.content.page import failed
 from service.contracts import ErrorCode, PageResult, result_id_for, utc_now
@@ -230,9 +231,9 @@ class PageStage:
         structlog.contextvars.bind_contextvars(url=task.url, run_id=task.run_id)
         content = await self._cached(task, charge, partition)
         changes = self._deps.changes
-        if changes is None:
-            return content
-        return await changes.track(TrackedPage(task=task, partition=partition), content)
+        if changes is not None:
+            content = await changes.track(TrackedPage(task=task, partition=partition), content)
+        return bounded(content, int(self._deps.settings.max_result_bytes))
 
     async def _cached(
         self, task: PageTask, charge: Rendering, partition: int | None

@@ -23,7 +23,7 @@ def _pdf(pages: int, *, title: str = "Report", author: str = "Jo Bloggs") -> byt
 
 
 def test_pages_come_in_order_with_the_metadata():
-    text = read_pdf(_pdf(3), max_pages=100)
+    text = read_pdf(_pdf(3), 100)
     assert text.pages == tuple(f"Page {n} begins.\nPage {n} ends." for n in (1, 2, 3))
     assert (text.page_count, text.title, text.author) == (3, "Report", "Jo Bloggs")
     assert not text.truncated
@@ -31,7 +31,7 @@ def test_pages_come_in_order_with_the_metadata():
 
 
 def test_pages_beyond_the_limit_are_not_read_but_counted():
-    text = read_pdf(_pdf(5), max_pages=2)
+    text = read_pdf(_pdf(5), 2)
     assert len(text.pages) == 2
     assert text.page_count == 5
     assert text.truncated
@@ -44,7 +44,7 @@ def test_a_scan_has_no_text_layer():
     document = FPDF()
     document.add_page()
     document.image(image, x=10, y=10, w=100)
-    text = read_pdf(bytes(document.output()), max_pages=100)
+    text = read_pdf(bytes(document.output()), 100)
     assert text.page_count == 1
     assert not text.text_layer
     assert text.text == ""
@@ -52,7 +52,7 @@ def test_a_scan_has_no_text_layer():
 
 def test_bytes_that_are_no_pdf_are_unreadable():
     with pytest.raises(PdfUnreadableError, match="not a readable PDF"):
-        read_pdf(b"%PDF-1.7 but nothing else", max_pages=1)
+        read_pdf(b"%PDF-1.7 but nothing else", 1)
 
 
 def test_a_pdf_is_known_by_its_content_type():
@@ -60,3 +60,13 @@ def test_a_pdf_is_known_by_its_content_type():
     assert is_pdf("Application/PDF; qs=0.5")
     assert is_pdf("application/x-pdf")
     assert not is_pdf("application/octet-stream")
+
+
+def test_pages_stop_at_the_text_and_time_limits() -> None:
+    """A PDF's pages stop once the text read passes `max_chars` or `max_seconds` passed."""
+    by_chars = read_pdf(_pdf(5), 100, 1)
+    assert len(by_chars.pages) == 1
+    assert by_chars.truncated
+    by_time = read_pdf(_pdf(5), 100, None, 0)
+    assert by_time.pages == ()
+    assert by_time.page_count == 5

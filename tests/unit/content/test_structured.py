@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from service.content.structured import structured_data
+import json
+
+from service.content.structured import MAX_JSON_LD_DEPTH, cut_depth, structured_data
 
 PAGE = """<html><head>
 <meta property="og:title" content="A kettle">
@@ -62,3 +64,18 @@ def test_a_page_without_structured_data_gives_empty_parts():
     for html in ("", "<p>plain</p>"):
         data = structured_data(html, base_url="https://example.com/")
         assert (data.json_ld, data.microdata, data.open_graph) == ([], [], {})
+
+
+def test_json_ld_nested_past_the_depth_is_cut_not_a_crash() -> None:
+    """100,000 nested arrays become `null` past `MAX_JSON_LD_DEPTH`; the rest is kept."""
+    deep = "[" * 100_000 + "]" * 100_000
+    block = '{"@type": "Thing", "name": "deep", "hasPart": ' + deep + "}"
+    html = f'<html><head><script type="application/ld+json">{block}</script></head></html>'
+    [thing] = structured_data(html, base_url="https://a.test/").json_ld
+    assert thing["name"] == "deep"
+    assert 0 < json.dumps(thing).count("[") <= MAX_JSON_LD_DEPTH
+
+
+def test_cut_depth_skips_brackets_in_strings() -> None:
+    assert cut_depth('{"a": [1, {"b": "[{"}, [[[2]]]]}', 2) == '{"a": [1, null, null]}'
+    assert cut_depth('["]]]", [1]]', 5) == '["]]]", [1]]'

@@ -1,0 +1,272 @@
+"""Content work (parsing, selectors, Markdown, `extract`, structured data, PDF text) in a
+small pool of child processes, each call within a time budget.
+
+A page decides how much work its content takes: a valid selector can backtrack
+exponentially over a 1 KB document of nested `div`s, a PDF of 18 KB can hold 100 MB of text.
+Such work runs in native code that holds the interpreter's lock, so a thread cannot bound it
+and the worker's event loop (heartbeats, `/healthz`, every other page) would stop with it.
+In a child process it can be cut off: past `CRAWL_CONTENT_BUDGET` the child is killed and
+replaced, the page ends `too_large`, and the worker and the other pages carry on.
+
+The worker installs its pool for the process (`using`); without one (unit tests, tools) the
+work runs in a thread as before, unbounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+import socket
+import struct
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, Self, TypeVar, TypeVarTuple, cast
+
+import structlog
+
+from service.errors import PermanentError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from types import TracebackType
+
+    from service.settings import Settings
+
+Ts = TypeVarTuple("Ts")
+T = TypeVar("T")
+
+log = structlog.get_logger(__name__)
+
+_SIZE: Final = struct.Struct("!i")
+_LONG_SIZE: Final = struct.Struct("!Q")
+_SHORT_FRAME: Final = 0x7FFFFFFF
+"""Frames as `multiprocessing.connection` writes them: a 4-byte size, or -1 and an 8-byte
+size for a frame longer than this."""
+
+_CHILD_MODULE: Final = "service.content._child"
+"""What a child runs: a fresh interpreter (forking a process with threads and an event loop
+copies their locks in whatever state they are), given its end of a socket pair."""
+
+LONG_CALL_S: Final = 1.0
+"""A call running longer than this sinks its child to `SUNK_NICENESS` (real pages take tens of
+milliseconds); the child is replaced after the call."""
+
+SUNK_NICENESS: Final = 19
+
+START_DEADLINE_S: Final = 60.0
+"""How long a new child may take to import what it runs and say it is ready."""
+
+STOP_DEADLINE_S: Final = 2.0
+"""How long a child may take to exit when the pool closes before it is killed."""
+
+
+class ContentBudgetError(PermanentError):
+    """A page's content work ran past the worker's budget; its process was killed."""
+
+
+class ContentFailedError(PermanentError):
+    """A content process died, or its answer could not be sent back."""
+
+
+@dataclass(slots=True, eq=False)
+class _Child:
+    """A content process and the worker's end of its socket (framed as
+    `multiprocessing.connection.Connection` frames them, which the child uses)."""
+
+    process: subprocess.Popen[bytes]
+    sock: socket.socket
+    reader: asyncio.StreamReader | None = None
+    writer: asyncio.StreamWriter | None = None
+    ready: bool = False
+    """The child said it is ready (its imports are done, outside any page's budget)."""
+    sunk: bool = False
+    """The child runs a long call at the lowest priority (`sink`)."""
+
+    @classmethod
+    def start(cls) -> _Child:
+        ours, theirs = socket.socketpair()
+        with theirs:
+            process = subprocess.Popen(  # noqa: S603 (our own interpreter and module)
+                [sys.executable, "-m", _CHILD_MODULE, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+            )
+        return cls(process=process, sock=ours)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def sink(self) -> None:
+        """Lower the child to `SUNK_NICENESS`: a call this long is likely a bomb, and the
+        other child's pages (a canary of 20 ms of work) should not share a core with it."""
+        with contextlib.suppress(OSError):  # it has just ended
+            os.setpriority(os.PRIO_PROCESS, self.pid, SUNK_NICENESS)
+            self.sunk = True
+
+    async def send(self, value: object) -> None:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(sock=self.sock)
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(data) > _SHORT_FRAME:
+            self.writer.write(_SIZE.pack(-1) + _LONG_SIZE.pack(len(data)))
+        else:
+            self.writer.write(_SIZE.pack(len(data)))
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def receive(self) -> object:
+        """The child's next message (ContentFailedError when it died)."""
+        if self.reader is None:
+            self.reader, self.writer = await asyncio.open_connection(sock=self.sock)
+        try:
+            (size,) = _SIZE.unpack(await self.reader.readexactly(_SIZE.size))
+            if size == -1:
+                (size,) = _LONG_SIZE.unpack(await self.reader.readexactly(_LONG_SIZE.size))
+            return pickle.loads(await self.reader.readexactly(size))  # noqa: S301 (our child)
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            code = self.process.poll()
+            raise ContentFailedError(f"the content process died (exit {code})") from exc
+
+    def kill(self) -> None:
+        self.process.kill()
+        self._close()
+        self._reap()
+
+    async def stop(self) -> None:
+        self._close()  # the child's loop ends on EOF
+        await asyncio.to_thread(self._reap)
+
+    def _close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        else:
+            self.sock.close()
+
+    def _reap(self) -> None:
+        try:
+            self.process.wait(STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(STOP_DEADLINE_S)
+
+
+@dataclass(slots=True)
+class ContentPool:
+    """`async with ContentPool(processes=2, budget_s=20) as pool:` children for content work;
+    `await pool.run(function, *arguments)` runs a module-level function in one of them."""
+
+    processes: int
+    budget_s: float
+    _idle: asyncio.Queue[_Child] = field(default_factory=asyncio.Queue)
+    _busy: set[_Child] = field(default_factory=set)
+    killed: int = 0
+    """Children killed for running past the budget (or abandoned by their caller)."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ContentPool:
+        return cls(
+            processes=settings.content_processes,
+            budget_s=settings.content_budget.total_seconds(),
+        )
+
+    async def __aenter__(self) -> Self:
+        for _ in range(self.processes):
+            self._add(_Child.start())
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        while not self._idle.empty():
+            await self._idle.get_nowait().stop()
+        for child in list(self._busy):
+            child.process.kill()
+            await child.stop()
+
+    async def run(self, function: Callable[[*Ts], T], *arguments: *Ts) -> T:
+        """`function(*arguments)` in a child, within the budget; raises its exception, or
+        ContentBudgetError past the budget (the child is replaced), or ContentFailedError
+        when the child died."""
+        child = await self._idle.get()
+        self._busy.add(child)
+        try:
+            if not child.ready:
+                await self._started(child)
+            sinking = asyncio.get_running_loop().call_later(LONG_CALL_S, child.sink)
+            try:
+                ok, value = await self._exchange(child, (function, arguments))
+            finally:
+                sinking.cancel()
+        except BaseException:
+            self._busy.discard(child)
+            self._replace(child)
+            raise
+        self._busy.discard(child)
+        if child.sunk:  # its priority cannot be raised again without privileges
+            await child.stop()
+            child = _Child.start()
+        self._idle.put_nowait(child)
+        if not ok:
+            raise cast("BaseException", value)
+        return cast("T", value)
+
+    async def _started(self, child: _Child) -> None:
+        try:
+            async with asyncio.timeout(START_DEADLINE_S):
+                await child.receive()
+        except TimeoutError:
+            message = f"a content process did not start within {START_DEADLINE_S:g} s"
+            raise ContentFailedError(message) from None
+        child.ready = True
+
+    async def _exchange(self, child: _Child, call: object) -> tuple[bool, object]:
+        """Send the call and read its answer without holding the event loop (a large page
+        or answer streams through the socket as the child, at a lower priority, gets CPU)."""
+        try:
+            async with asyncio.timeout(self.budget_s):
+                await child.send(call)
+                return cast("tuple[bool, object]", await child.receive())
+        except TimeoutError:
+            message = f"content work ran past the worker's budget of {self.budget_s:g} s"
+            raise ContentBudgetError(message) from None
+
+    def _add(self, child: _Child) -> None:
+        self._idle.put_nowait(child)
+
+    def _replace(self, child: _Child) -> None:
+        self.killed += 1
+        log.warning("content.child_killed", pid=child.pid, budget_s=self.budget_s)
+        child.kill()
+        self._add(_Child.start())
+
+
+_installed: list[ContentPool] = []
+
+
+@contextlib.contextmanager
+def using(pool: ContentPool) -> Iterator[ContentPool]:
+    """Content work of this process runs in `pool` while the block runs."""
+    _installed.append(pool)
+    try:
+        yield pool
+    finally:
+        _installed.remove(pool)
+
+
+def budget_s() -> float | None:
+    """The installed pool's budget per call (None: no pool, no budget)."""
+    return _installed[-1].budget_s if _installed else None
+
+
+async def offloaded(function: Callable[[*Ts], T], *arguments: *Ts) -> T:
+    """`function(*arguments)` in the installed pool, or in a thread when there is none."""
+    if _installed:
+        return await _installed[-1].run(function, *arguments)
+    return await asyncio.to_thread(function, *arguments)

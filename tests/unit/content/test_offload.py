@@ -1,0 +1,58 @@
+"""Content work in child processes: answers, exceptions, the budget, a dead child."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from service.content.offload import (
+    LONG_CALL_S,
+    ContentBudgetError,
+    ContentFailedError,
+    ContentPool,
+    offloaded,
+    using,
+)
+from service.content.pdf import PdfUnreadableError, read_pdf
+
+
+async def test_a_call_runs_in_a_child_and_its_exception_comes_back() -> None:
+    async with ContentPool(processes=1, budget_s=20) as pool:
+        assert await pool.run(os.getpid) != os.getpid()
+        with pytest.raises(PdfUnreadableError):
+            await pool.run(read_pdf, b"not a pdf", 1)
+
+
+async def test_work_past_the_budget_kills_the_child_and_the_pool_goes_on() -> None:
+    async with ContentPool(processes=1, budget_s=0.5) as pool:
+        first = await pool.run(os.getpid)
+        with pytest.raises(ContentBudgetError):
+            await pool.run(time.sleep, 30)
+        assert pool.killed == 1
+        assert await pool.run(os.getpid) != first
+
+
+async def test_a_child_that_dies_fails_its_call_and_is_replaced() -> None:
+    async with ContentPool(processes=1, budget_s=20) as pool:
+        pid = await pool.run(os.getpid)
+        with pytest.raises(ContentFailedError):
+            await pool.run(os.kill, pid, signal.SIGKILL)
+        assert await pool.run(os.getpid) != pid
+
+
+async def test_offloaded_uses_the_installed_pool_else_a_thread() -> None:
+    assert await offloaded(os.getpid) == os.getpid()
+    async with ContentPool(processes=1, budget_s=20) as pool:
+        with using(pool):
+            assert await offloaded(os.getpid) != os.getpid()
+
+
+async def test_a_long_call_sinks_its_child_which_is_replaced_after() -> None:
+    """A call past `LONG_CALL_S` runs on at the lowest priority; its child is then retired."""
+    async with ContentPool(processes=1, budget_s=20) as pool:
+        first = await pool.run(os.getpid)
+        await pool.run(time.sleep, LONG_CALL_S + 0.5)
+        assert await pool.run(os.getpid) != first
