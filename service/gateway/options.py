@@ -91,7 +91,8 @@ _ACCEPTED: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
     "proxy": (_any, ""),
     "parsers": (_any, ""),
     "fastMode": (_is_false, "no fast mode"),
-    "skipTlsVerification": (_is_false, "certificates are always verified"),
+    # the SDKs send `true` by default; certificates are verified all the same (`warning`)
+    "skipTlsVerification": (_any, ""),
     "lockdown": (_is_false, "not supported"),
     "checkPromptInjection": (_is_false, "no LLM checks on this cluster"),
     "redactPII": (_is_false, "no PII redaction on this cluster"),
@@ -130,6 +131,8 @@ def _warning(options: Mapping[str, Any]) -> str | None:
     notes = []
     if any(options.get(key) is True for key in NOT_APPLIED):
         notes.append("blockAds (no ad blocking)")
+    if options.get("skipTlsVerification") is True:
+        notes.append("skipTlsVerification (certificates are always verified here)")
     country = country_of(options)
     if country is not None:
         notes.append(
