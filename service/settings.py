@@ -356,6 +356,9 @@ class Settings(BaseSettings):
     """Operator key of the gateway's `/metrics` (`Authorization: Bearer <key>`). With a keys
     file and no metrics key, `/metrics` answers 401 to everyone (its series name tenants);
     an open gateway serves it without a key."""
+    gateway_metrics_port: int = Field(default=0, ge=0, le=65535)
+    """A port of the gateway's own for `/metrics`, `/healthz` and `/readyz` without a key (for
+    Prometheus inside the cluster; keep it off the Service); 0: none."""
     gateway_tenant_reads: int = Field(default=2, ge=1)
     """Result reads (status pages, errors, watcher catch-ups) one tenant may run at once on a
     replica; more wait their turn, so one tenant's polls never hold every reader."""

@@ -1,0 +1,310 @@
+"""One tenant's cursor, record, metadata, body or poll never stops the gateway for another,
+and limits hold across replicas and every kind of call. Real broker, worker, gateway
+replicas (processes) and the local test site; tenants `tenant-a` and `tenant-b`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+from gateway import GatewayProcess, free_port
+from harness import read_topic
+
+from service.client import CrawlClient
+from service.gateway.paging import Cursor
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+    from pathlib import Path
+
+    from harness import Topics
+    from testsite import TestSite
+
+pytestmark = pytest.mark.integration
+
+KEY_A = "fc-tenant-a-key"
+KEY_B = "fc-tenant-b-key"
+OPERATOR_KEY = "operator-metrics-key"
+POLL_TIMEOUT_S = 20
+"""An HTTP client's patience here: below the 30 s a dead reader took to answer 500."""
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
+async def tenants(
+    topics: Topics, tmp_path: Path
+) -> AsyncIterator[Callable[..., Awaitable[GatewayProcess]]]:
+    """Gateways reading one keys file: tenants A and B, one job at a time each."""
+    keys = tmp_path / "keys.json"
+    entries = [
+        {"key": KEY_A, "tenant": "tenant-a", "max_concurrent_jobs": 1},
+        {"key": KEY_B, "tenant": "tenant-b", "max_concurrent_jobs": 1},
+    ]
+    keys.write_text(json.dumps({"keys": entries}))
+    started: list[GatewayProcess] = []
+
+    async def start(name: str = "g1", **env: str) -> GatewayProcess:
+        gateway = GatewayProcess(
+            topics.env(CRAWL_GATEWAY_KEYS_FILE=str(keys), **env), tmp_path / f"{name}.log", name
+        )
+        started.append(gateway)
+        await gateway.start()
+        return gateway
+
+    yield start
+    for gateway in started:
+        await gateway.close()
+
+
+async def _done(client: httpx.AsyncClient, path: str, key: str) -> dict[str, Any]:
+    """The job's status once it has ended (polled, 90 s deadline)."""
+    async with asyncio.timeout(90):
+        while True:
+            body: dict[str, Any] = (await client.get(path, headers=auth(key))).json()
+            if body.get("status") in {"completed", "failed", "cancelled"}:
+                return body
+            await asyncio.sleep(0.3)
+
+
+async def test_cursors_past_a_kafka_offset_or_the_results_are_400_and_kill_no_reader(
+    start_worker, tenants, site: TestSite
+):
+    """B's polls with a cursor at 2^64 (four at once) and past the partition's end are 400;
+    A's poll then answers 200 and the replica stays ready."""
+    await start_worker()
+    gateway = await tenants()
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=POLL_TIMEOUT_S) as client:
+        ids = {}
+        for key in (KEY_A, KEY_B):
+            started = await client.post(
+                "/v2/batch/scrape", json={"urls": [site.url("/page/1")]}, headers=auth(key)
+            )
+            ids[key] = started.json()["id"]
+            await _done(client, f"/v2/batch/scrape/{ids[key]}", key)
+        bad = [Cursor(offset=2**64).token()] * 4 + [Cursor(offset=10**12).token()]
+        answers = await asyncio.gather(
+            *(
+                client.get(f"/v2/batch/scrape/{ids[KEY_B]}?cursor={token}", headers=auth(KEY_B))
+                for token in bad
+            )
+        )
+        assert [a.status_code for a in answers] == [400] * 5
+        assert all("cursor" in a.json()["error"] for a in answers)
+        polled = await client.get(f"/v2/batch/scrape/{ids[KEY_A]}", headers=auth(KEY_A))
+        assert polled.status_code == 200
+        assert len(polled.json()["data"]) == 1
+        assert (await client.get("/readyz")).status_code == 200
+
+
+async def test_a_forged_marker_is_no_job_of_the_tenant_it_names(
+    start_worker, tenants, topics: Topics, site: TestSite
+):
+    """A request record whose metadata carries a marker naming tenant B (unsigned, and one
+    copied from B's own job) is 404 for B, not counted against B's one job, and B can start."""
+    await start_worker()
+    gateway = await tenants()
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=POLL_TIMEOUT_S) as client:
+        genuine = await client.post(
+            "/v2/batch/scrape", json={"urls": [site.url("/page/2")]}, headers=auth(KEY_B)
+        )
+        genuine_id = genuine.json()["id"]
+        await _done(client, f"/v2/batch/scrape/{genuine_id}", KEY_B)
+        copied = await _marker_of(topics, genuine_id)
+        forged = {
+            "kind": "batch", "url": site.url("/slow?ms=60000"), "tenant": "tenant-b",
+            "created_at": datetime.now(UTC).isoformat(), "results_partition": 0,
+            "results_offset": 2**62, "formats": ["markdown"],
+        }  # fmt: skip
+        forged_ids = [str(uuid.uuid4()), str(uuid.uuid4())]
+        async with CrawlClient(topics.settings()) as producer:
+            for job_id, marker in zip(forged_ids, (forged, copied), strict=True):
+                await producer.submit(
+                    [site.url("/slow?ms=60000")], request_id=job_id, metadata={"firecrawl": marker}
+                )
+        for job_id in forged_ids:
+            answer = await client.get(f"/v2/batch/scrape/{job_id}", headers=auth(KEY_B))
+            assert answer.status_code == 404, answer.text
+        check = await client.get("/v2/concurrency-check", headers=auth(KEY_B))
+        assert check.json()["concurrency"] == 0
+        admitted = await client.post(
+            "/v2/batch/scrape", json={"urls": [site.url("/page/3")]}, headers=auth(KEY_B)
+        )
+        assert admitted.status_code == 200, admitted.text
+
+
+async def _marker_of(topics: Topics, job_id: str) -> dict[str, Any]:
+    [record] = await read_topic(
+        topics.bootstrap, topics.requests, count=1, deadline_s=30, key=job_id.encode()
+    )
+    marker: dict[str, Any] = json.loads(record.value)["metadata"]["firecrawl"]
+    return marker
+
+
+async def test_metadata_over_the_echo_limit_is_refused_at_the_door(
+    start_worker, tenants, site: TestSite
+):
+    """A crawl whose options echo takes 80 KB is a 400 naming the size; nothing runs."""
+    gateway = await tenants()
+    body = {
+        "url": site.url("/"),
+        "limit": 2,
+        "scrapeOptions": {"actions": [{"type": "executeJavascript", "script": "1" * 80_000}]},
+    }
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=POLL_TIMEOUT_S) as client:
+        answer = await client.post("/v2/crawl", json=body, headers=auth(KEY_A))
+        check = await client.get("/v2/concurrency-check", headers=auth(KEY_A))
+    assert answer.status_code == 400, answer.text
+    assert "bytes" in answer.json()["error"]
+    assert check.json()["concurrency"] == 0
+
+
+async def test_a_job_the_worker_rejects_ends_failed_and_frees_its_slot(
+    start_worker, tenants, site: TestSite
+):
+    """A worker configured for smaller metadata than the gateway (2 KiB here, to make it
+    reject what the gateway let through) rejects the crawl: it ends `failed`, and the
+    tenant's one slot is free again."""
+    await start_worker(CRAWL_MAX_METADATA_BYTES="2048")
+    gateway = await tenants()
+    body = {
+        "url": site.url("/"),
+        "limit": 2,
+        "scrapeOptions": {"actions": [{"type": "executeJavascript", "script": "1" * 3_000}]},
+    }
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=POLL_TIMEOUT_S) as client:
+        started = await client.post("/v2/crawl", json=body, headers=auth(KEY_A))
+        assert started.status_code == 200, started.text
+        ended = await _done(client, f"/v2/crawl/{started.json()['id']}", KEY_A)
+        assert ended["status"] == "failed"
+        again = await client.post(
+            "/v2/crawl", json={"url": site.url("/"), "limit": 1}, headers=auth(KEY_A)
+        )
+    assert again.status_code == 200, again.text
+
+
+async def test_a_body_over_the_limit_is_413_before_it_is_read(tenants):
+    """27 MB with a valid key (declared length, and chunked) is a 413 in Firecrawl's shape."""
+    gateway = await tenants()
+    urls = [f"https://example.com/{n:08d}/{'p' * 60}" for n in range(350_000)]
+    body = json.dumps({"urls": urls}).encode()
+    assert len(body) > 20 * 2**20
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(body), 2**20):
+            yield body[start : start + 2**20]
+
+    headers = auth(KEY_A) | {"Content-Type": "application/json"}
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=60) as client:
+        declared = await client.post("/v2/batch/scrape", content=body, headers=headers)
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=60) as client:
+        chunked = await client.post("/v2/batch/scrape", content=chunks(), headers=headers)
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=60) as client:
+        assert (await client.get("/healthz")).status_code == 200
+    assert [declared.status_code, chunked.status_code] == [413, 413]
+    assert declared.json()["success"] is False
+    assert "Payload Too Large" in chunked.json()["error"]
+
+
+async def test_a_large_body_is_parsed_while_the_gateway_answers_others(tenants):
+    """While a 9.5 MiB body (under the limit) is parsed, a `/healthz` sent after its last
+    byte is answered first: the event loop is not held by the parse."""
+    gateway = await tenants()
+    urls = [f"https://example.com/{n:08d}/{'p' * 40}" for n in range(140_000)]
+    body = json.dumps({"urls": urls}).encode()
+    assert 9 * 2**20 < len(body) < 10 * 2**20
+    sent = asyncio.Event()
+    order: list[str] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(body), 2**20):
+            yield body[start : start + 2**20]
+        sent.set()
+
+    async def big(client: httpx.AsyncClient) -> None:
+        headers = auth(KEY_A) | {"Content-Type": "application/json"}
+        answer = await client.post("/v2/batch/scrape", content=chunks(), headers=headers)
+        order.append(f"big {answer.status_code}")
+
+    async def probe(client: httpx.AsyncClient) -> None:
+        await sent.wait()
+        answer = await client.get("/healthz")
+        order.append(f"healthz {answer.status_code}")
+
+    async with (
+        httpx.AsyncClient(base_url=gateway.url, timeout=60) as one,
+        httpx.AsyncClient(base_url=gateway.url, timeout=60) as other,
+    ):
+        await asyncio.gather(big(one), probe(other))
+    assert order == ["healthz 200", "big 400"]
+
+
+async def test_metrics_need_the_operator_key_and_name_no_tenant_to_anyone_else(
+    start_worker, tenants, site: TestSite
+):
+    """`/metrics` answers 401 without a key and to a tenant's key; the operator's key gets the
+    series (with tenants); without a metrics key set, nobody gets them on the API port, and
+    the metrics port of its own (not the API's) serves them."""
+    gateway = await tenants(CRAWL_GATEWAY_METRICS_KEY=OPERATOR_KEY)
+    metrics_port = free_port()
+    closed = await tenants("g2", CRAWL_GATEWAY_METRICS_PORT=str(metrics_port))
+    async with httpx.AsyncClient(timeout=POLL_TIMEOUT_S) as client:
+        await client.post(
+            f"{gateway.url}/v2/crawl", json={"url": site.url("/"), "limit": 1}, headers=auth(KEY_A)
+        )
+        anonymous = await client.get(f"{gateway.url}/metrics")
+        tenant = await client.get(f"{gateway.url}/metrics", headers=auth(KEY_B))
+        operator = await client.get(f"{gateway.url}/metrics", headers=auth(OPERATOR_KEY))
+        unset = await client.get(f"{closed.url}/metrics", headers=auth(OPERATOR_KEY))
+        own_port = await client.get(f"http://127.0.0.1:{metrics_port}/metrics")
+    assert [anonymous.status_code, tenant.status_code, unset.status_code] == [401, 401, 401]
+    assert "tenant-a" not in anonymous.text + tenant.text + unset.text
+    assert operator.status_code == 200
+    assert 'tenant="tenant-a"' in operator.text
+    assert own_port.status_code == 200
+    assert "crawl_gateway_requests_total" in own_port.text
+
+
+async def test_one_job_at_a_time_holds_over_two_replicas_and_for_scrapes(
+    start_worker, tenants, site: TestSite
+):
+    """Ten crawls started at once through two replicas: exactly one is admitted. While it
+    runs, a synchronous scrape and a map are 429 too; eight concurrent scrapes of a slow
+    page by B (its limit 1) run one, the others get 429."""
+    await start_worker()
+    first, second = await tenants("g1"), await tenants("g2")
+    body = {"url": site.url("/slow?ms=20000"), "limit": 1}
+    async with httpx.AsyncClient(timeout=60) as client:
+        answers = await asyncio.gather(
+            *(
+                client.post(f"{g.url}/v2/crawl", json=body, headers=auth(KEY_A))
+                for g in [first, second] * 5
+            )
+        )
+        codes = sorted(a.status_code for a in answers)
+        assert codes == [200] + [429] * 9, [a.text for a in answers]
+        scrape = await client.post(
+            f"{second.url}/v2/scrape", json={"url": site.url("/page/4")}, headers=auth(KEY_A)
+        )
+        mapped = await client.post(
+            f"{first.url}/v2/map", json={"url": site.url("/")}, headers=auth(KEY_A)
+        )
+        assert [scrape.status_code, mapped.status_code] == [429, 429]
+        scrapes = await asyncio.gather(
+            *(
+                client.post(
+                    f"{g.url}/v2/scrape",
+                    json={"url": site.url(f"/slow/{n}?ms=8000")},
+                    headers=auth(KEY_B),
+                )
+                for n, g in enumerate([first, second] * 4)
+            )
+        )
+    assert sorted(s.status_code for s in scrapes) == [200] + [429] * 7, [s.text for s in scrapes]
