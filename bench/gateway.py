@@ -30,6 +30,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 from _common import ROOT
@@ -53,6 +54,9 @@ from service.contracts import (
 from service.gateway.jobs import MARKER_KEY, JobMarker
 from service.gateway.marker_auth import sealed
 from service.messaging.topics import ensure_topics
+
+if TYPE_CHECKING:
+    from service.settings import Settings
 
 WARMUP = 5
 """Samples of each path measured first and left out (browser and JIT warm-up)."""
@@ -150,8 +154,8 @@ async def synthetic_job(
 
 
 async def _write_pages(
-    producer,
-    settings,
+    producer: AIOKafkaProducer,
+    settings: Settings,
     job_id: str,
     metadata: dict,
     pages: int,
