@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import math
 import time
 import uuid
 from contextlib import AsyncExitStack
@@ -46,6 +47,9 @@ OPEN_TENANT: Final = "open"
 
 MAP_TIMEOUT_MS: Final = 60_000
 """How long `POST /v2/map` waits without a `timeout` of its own."""
+
+MAX_DELAY_MS: Final = 60_000
+"""The contract's longest `delay_ms` (a crawl paced for fewer pages a minute gets this)."""
 
 POLLED: Final = frozenset({"crawl", "batch"})
 """Job kinds whose results are read from their partition (the others are answered inline)."""
@@ -157,12 +161,25 @@ class Gateway:
         """Produce the job's request and return its id (the request_id); 429 over a limit."""
         if webhook is not None:
             await self._check_webhook(webhook.url)
+        if crawl is not None:
+            crawl = self._paced(tenant, crawl)
         job = _Job(
             kind=kind, id=str(uuid.uuid4()), urls=tuple(urls), options=options, tenant=tenant,
             choices=choices, crawl=crawl, echo=echo or {}, webhook=webhook,
         )  # fmt: skip
         await self._admitted(job)
         return job.id
+
+    def _paced(self, tenant: str, crawl: CrawlSpec) -> CrawlSpec:
+        """A crawl of a tenant with `pages_per_minute`, its pages of a host spaced so that its
+        `max_concurrent_jobs` crawls of one host each stay within that rate as pages are
+        rendered (not only at the next start); a slower `delay` asked for is kept."""
+        entry = self.entry_of(tenant)
+        if entry is None or entry.pages_per_minute is None:
+            return crawl
+        jobs = entry.max_concurrent_jobs or 1
+        spacing_ms = min(MAX_DELAY_MS, math.ceil(60_000 * jobs / entry.pages_per_minute))
+        return crawl.model_copy(update={"delay_ms": max(crawl.delay_ms, spacing_ms)})
 
     async def _admitted(self, job: _Job) -> Submission:
         """Admit, produce and hold `job` (one admission of a tenant at a time per replica)."""

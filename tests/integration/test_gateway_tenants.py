@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+import websockets
 from gateway import GatewayProcess, free_port
 from harness import read_topic
 
@@ -308,3 +309,57 @@ async def test_one_job_at_a_time_holds_over_two_replicas_and_for_scrapes(
             )
         )
     assert sorted(s.status_code for s in scrapes) == [200] + [429] * 7, [s.text for s in scrapes]
+
+
+async def test_a_watcher_catches_up_a_page_at_a_time(start_worker, tenants, site: TestSite):
+    """A watcher of an ended 130-page crawl gets `catchup` with the first page of documents
+    (100), the other 30 as `document` messages, then `done`: it never holds the whole job."""
+    await start_worker()
+    gateway = await tenants()
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=POLL_TIMEOUT_S) as client:
+        body = {"url": site.url("/"), "limit": 130, "includePaths": ["^/page/"]}
+        started = (await client.post("/v2/crawl", json=body, headers=auth(KEY_A))).json()
+        ended = await _done(client, f"/v2/crawl/{started['id']}", KEY_A)
+    assert ended["completed"] == 130
+    url = f"ws://127.0.0.1:{gateway.port}/v2/crawl/{started['id']}"
+    kinds: list[tuple[str, int]] = []
+    async with (
+        asyncio.timeout(60),
+        websockets.connect(url, additional_headers=auth(KEY_A), max_size=None) as socket,
+    ):
+        async for raw in socket:
+            message = json.loads(raw)
+            data = message.get("data") or {}
+            kinds.append((message["type"], len(data.get("data", [])) if "status" in data else 1))
+    assert kinds[0] == ("catchup", 100)
+    assert kinds[1:-1] == [("document", 1)] * 30
+    assert kinds[-1] == ("done", 0)
+
+
+async def test_a_crawl_is_paced_to_its_tenants_pages_per_minute(
+    start_worker, topics: Topics, tmp_path: Path, site: TestSite
+):
+    """A tenant allowed 12 pages a minute, one job at a time: its crawl's pages of the site
+    start 5 s apart as they are rendered, so four of them span at least 13 s (15 s of
+    spacing, less the spread of render times)."""
+    await start_worker()
+    keys = tmp_path / "paced.json"
+    entry = {"key": KEY_A, "tenant": "tenant-a", "max_concurrent_jobs": 1, "pages_per_minute": 12}
+    keys.write_text(json.dumps({"keys": [entry]}))
+    env = topics.env(CRAWL_GATEWAY_KEYS_FILE=str(keys))
+    gateway = GatewayProcess(env, tmp_path / "paced.log", "paced")
+    await gateway.start()
+    try:
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=POLL_TIMEOUT_S) as client:
+            body = {"url": site.url("/"), "limit": 4, "includePaths": ["^/page/"]}
+            started = (await client.post("/v2/crawl", json=body, headers=auth(KEY_A))).json()
+            ended = await _done(client, f"/v2/crawl/{started['id']}", KEY_A)
+    finally:
+        await gateway.close()
+    assert ended["completed"] == 4
+    records = await read_topic(
+        topics.bootstrap, topics.results, count=4, deadline_s=30, key=started["id"].encode()
+    )
+    instants = sorted(json.loads(record.value)["fetched_at"] for record in records)
+    span = datetime.fromisoformat(instants[-1]) - datetime.fromisoformat(instants[0])
+    assert span.total_seconds() >= 13, instants
