@@ -14,10 +14,14 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 import websockets
+from aiokafka import AIOKafkaProducer
 from gateway import GatewayProcess, free_port
 from harness import read_topic
 
 from service.client import CrawlClient
+from service.contracts import CrawlRequest, PageResult, dump, dump_request
+from service.gateway.jobs import MARKER_KEY, JobMarker
+from service.gateway.marker_auth import sealed
 from service.gateway.paging import Cursor
 
 if TYPE_CHECKING:
@@ -32,6 +36,7 @@ pytestmark = pytest.mark.integration
 KEY_A = "fc-tenant-a-key"
 KEY_B = "fc-tenant-b-key"
 OPERATOR_KEY = "operator-metrics-key"
+SECRET = "test-gateway-secret"  # noqa: S105 - the test replicas' CRAWL_GATEWAY_SECRET
 POLL_TIMEOUT_S = 20
 """An HTTP client's patience here: below the 30 s a dead reader took to answer 500."""
 
@@ -366,3 +371,65 @@ async def test_a_crawl_is_paced_to_its_tenants_pages_per_minute(
     )
     gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(instants)]
     assert min(gaps) >= 2.5, gaps
+
+
+async def test_forty_polls_of_one_tenant_do_not_queue_another_tenants_poll(tenants, topics: Topics):
+    """B's 40 concurrent polls of a crawl of 10 MB pages are under way; A's poll of its own
+    job is answered before B's 10th (a tenant holds at most 2 of a replica's 4 readers)."""
+    gateway = await tenants(CRAWL_GATEWAY_SECRET=SECRET)
+    job_a = await _written_job(topics, "tenant-a", pages=5, markdown_bytes=1_000)
+    job_b = await _written_job(topics, "tenant-b", pages=150, markdown_bytes=100_000)
+    order: list[str] = []
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=300) as client:
+        for job_id, key in ((job_a, KEY_A), (job_b, KEY_B)):
+            assert (await client.get(f"/v2/crawl/{job_id}", headers=auth(key))).status_code == 200
+        b_started = asyncio.Event()
+
+        async def poll_b() -> None:
+            b_started.set()
+            answer = await client.get(f"/v2/crawl/{job_b}", headers=auth(KEY_B))
+            order.append(f"b {answer.status_code}")
+
+        async def poll_a() -> None:
+            await b_started.wait()
+            await asyncio.sleep(0)  # B's polls are sent first
+            answer = await client.get(f"/v2/crawl/{job_a}", headers=auth(KEY_A))
+            order.append(f"a {answer.status_code} {len(answer.json()['data'])}")
+
+        await asyncio.gather(*(poll_b() for _ in range(40)), poll_a())
+    assert "a 200 5" in order
+    assert order.index("a 200 5") < 10, order
+    assert order.count("b 200") + order.count("b 429") == 40
+
+
+async def _written_job(topics: Topics, tenant: str, *, pages: int, markdown_bytes: int) -> str:
+    """A crawl of `pages` ended pages, written to the topics as the gateway and a worker
+    would (its marker signed with the replicas' `CRAWL_GATEWAY_SECRET`)."""
+    settings = topics.settings()
+    job_id = str(uuid.uuid4())
+    async with CrawlClient(settings) as client:
+        partition, offset = (await client.output_positions(job_id))[settings.results_topic]
+    marker = JobMarker(
+        kind="crawl", url="https://example.com/", tenant=tenant, created_at=datetime.now(UTC),
+        results_partition=partition, results_offset=offset, formats=("markdown",),
+    ).model_dump(mode="json")  # fmt: skip
+    metadata = {MARKER_KEY: sealed(SECRET.encode(), job_id, marker)}
+    producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, max_request_size=2**21)
+    await producer.start()
+    try:
+        request = CrawlRequest(request_id=job_id, urls=["https://example.com/"], metadata=metadata)
+        key = job_id.encode()
+        await producer.send(settings.requests_topic, dump_request(request), key=key)
+        now = datetime.now(UTC)
+        for n in range(pages):
+            result = PageResult(
+                request_id=job_id, result_id=f"{n:032x}", run_id="r1",
+                url=f"https://example.com/p/{n}", ok=True, status_code=200,
+                markdown="x" * markdown_bytes, elapsed_ms=1, fetched_at=now, worker="test",
+                request_metadata=metadata,
+            )  # fmt: skip
+            await producer.send(settings.results_topic, dump(result), key=key)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return job_id
