@@ -20,6 +20,8 @@ from service.messaging.chunks import Reassembler
 from service.messaging.kafka_config import client_options
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from aiokafka.structs import ConsumerRecord
 
     from service.settings import Settings
@@ -89,10 +91,17 @@ class ResultReader:
     fails for any reason other than the caller's request is stopped and replaced; `live` is
     False while one is missing."""
 
-    def __init__(self, settings: Settings, readers: int = READERS) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        readers: int = READERS,
+        new: Callable[[], AIOKafkaConsumer] | None = None,
+    ) -> None:
         self._settings = settings
         self._timeout_s = settings.kafka_timeout.total_seconds()
         self._idle: asyncio.Queue[AIOKafkaConsumer] = asyncio.Queue()
+        self._new = new or self._consumer
+        """Makes a reader (a started one is replaced by a new one when its read fails)."""
         self._all = [self._new() for _ in range(readers)]
         self._repairs: set[asyncio.Task[None]] = set()
         self.failures = 0
@@ -102,7 +111,7 @@ class ResultReader:
     def live(self) -> bool:
         return not self._repairs
 
-    def _new(self) -> AIOKafkaConsumer:
+    def _consumer(self) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(
             **client_options(self._settings), enable_auto_commit=False, group_id=None
         )
