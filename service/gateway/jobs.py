@@ -30,6 +30,13 @@ MAX_ORPHAN_REJECTIONS: Final = 10_000
 """`rejected` events kept whose request is not (yet) in the view: a worker rejects a request
 before reading its metadata, so the event names the job by its id only."""
 
+CALLS: Final = frozenset({"scrape", "map"})
+"""Kinds answered in the call: forgotten once ended (nobody asks for them by id again)."""
+
+MAX_ENDED_CALLS: Final = 100_000
+"""Ended calls remembered so that their request record, read after their end (the two
+topics are read side by side), does not bring them back as running."""
+
 PAGE_WINDOW: Final = timedelta(minutes=1)
 """How far back the view keeps each tenant's page instants (`pages_per_minute`)."""
 
@@ -145,6 +152,7 @@ class JobView:
     _jobs: dict[str, JobMarker] = field(default_factory=dict)
     _rejected: OrderedDict[str, Progress] = field(default_factory=OrderedDict)
     _withdrawn: set[str] = field(default_factory=set)
+    _ended_calls: OrderedDict[str, None] = field(default_factory=OrderedDict)
     _progress: dict[str, Progress] = field(default_factory=dict)
     _pages: dict[str, deque[datetime]] = field(default_factory=dict)
 
@@ -152,7 +160,8 @@ class JobView:
         return len(self._jobs)
 
     def submitted(self, job_id: str, marker: JobMarker) -> None:
-        self._jobs.setdefault(job_id, marker)
+        if job_id not in self._ended_calls:
+            self._jobs.setdefault(job_id, marker)
 
     def progressed(self, event: ProgressEvent) -> None:
         """Fold an event; events of requests that are not gateway jobs are ignored (a
@@ -168,6 +177,18 @@ class JobView:
         self._progress[event.request_id] = (
             Progress.of(event) if current is None else current.then(event)
         )
+        kind = marker.kind if marker is not None else self._jobs[event.request_id].kind
+        if event.is_terminal and kind in CALLS:
+            self._forget(event.request_id)
+
+    def _forget(self, job_id: str) -> None:
+        """An ended scrape or map: out of the view, its id remembered a while."""
+        self._jobs.pop(job_id, None)
+        self._progress.pop(job_id, None)
+        self._withdrawn.discard(job_id)
+        self._ended_calls[job_id] = None
+        while len(self._ended_calls) > MAX_ENDED_CALLS:
+            self._ended_calls.popitem(last=False)
 
     def recent_pages(self, tenant: str) -> list[datetime]:
         """When the tenant's latest pages finished (those within a minute of the newest)."""

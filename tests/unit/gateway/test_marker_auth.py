@@ -73,3 +73,20 @@ def test_a_cursor_past_a_kafka_offset_is_a_400(offset):
     with pytest.raises(ApiError) as raised:
         Cursor.parse(Cursor(offset=offset).token())
     assert raised.value.status == 400
+
+
+def test_an_ended_scrape_leaves_the_view_whichever_record_comes_first():
+    """A synchronous scrape counts while it runs, then is forgotten: the view does not grow
+    with every scrape, and a request record read after the end does not revive it."""
+    view = JobView(secret=SECRET)
+    scrape = JobMarker.model_validate(MARKER | {"kind": "scrape"})
+    metadata = {MARKER_KEY: sealed(SECRET, "s-1", scrape.model_dump(mode="json"))}
+    view.submitted("s-1", scrape)
+    assert len(view.active(tenant="tenant-b")) == 1
+    view.progressed(event("s-1", EventType.COMPLETED, metadata))
+    assert view.status("s-1") is None
+    metadata = {MARKER_KEY: sealed(SECRET, "s-2", scrape.model_dump(mode="json"))}
+    view.progressed(event("s-2", EventType.COMPLETED, metadata))
+    view.submitted("s-2", scrape)
+    assert view.active(tenant="tenant-b") == []
+    assert len(view) == 0
