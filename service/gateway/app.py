@@ -42,7 +42,7 @@ def create_app(settings: Settings, metrics: GatewayMetrics | None = None) -> Fas
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with Gateway(settings) as gateway, mcp.running():
+        async with Gateway(settings, counted) as gateway, mcp.running():
             app.state.gateway = gateway
             async with HealthServer(counted, settings.gateway_metrics_port, _readiness(gateway)):
                 if gateway.keys.open:

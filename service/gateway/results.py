@@ -96,6 +96,7 @@ class ResultReader:
         settings: Settings,
         readers: int = READERS,
         new: Callable[[], AIOKafkaConsumer] | None = None,
+        on_failure: Callable[[], None] | None = None,
     ) -> None:
         self._settings = settings
         self._timeout_s = settings.kafka_timeout.total_seconds()
@@ -104,8 +105,8 @@ class ResultReader:
         """Makes a reader (a started one is replaced by a new one when its read fails)."""
         self._all = [self._new() for _ in range(readers)]
         self._repairs: set[asyncio.Task[None]] = set()
-        self.failures = 0
-        """Reads that failed and cost their reader (a metric for the operator)."""
+        self._on_failure = on_failure or (lambda: None)
+        """Counts a read that failed and cost its reader."""
 
     @property
     def live(self) -> bool:
@@ -151,7 +152,7 @@ class ResultReader:
             self._idle.put_nowait(consumer)
             raise
         except Exception as exc:  # a loop boundary: any failure costs only this reader
-            self.failures += 1
+            self._on_failure()
             log.exception("gateway.result_reader_failed", partition=partition)
             self._replace(consumer)
             raise BrokerUnavailableError(f"the results read failed: {exc!r}") from exc

@@ -25,6 +25,7 @@ from service.gateway.keys import BEARER, CONCURRENCY_RETRY_AFTER_S, KeyEntry, Ke
 from service.gateway.maplinks import map_links
 from service.gateway.mapping import Limits
 from service.gateway.marker_auth import marker_secret, sealed
+from service.gateway.metrics import GatewayMetrics
 from service.gateway.results import Page, ResultReader
 from service.gateway.view_reader import ViewReader
 from service.net.policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
@@ -58,7 +59,7 @@ POLLED: Final = frozenset({"crawl", "batch"})
 class Gateway:
     """The gateway's state: only connections and the view rebuilt from the topics."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, metrics: GatewayMetrics | None = None) -> None:
         self.settings = settings
         self.limits = Limits.from_settings(settings)
         self.secret = marker_secret(settings)
@@ -73,7 +74,8 @@ class Gateway:
         self._stack = AsyncExitStack()
         self._client = CrawlClient(settings)
         self._reader = ViewReader(settings, self.view)
-        self._results = ResultReader(settings)
+        failures = (metrics or GatewayMetrics()).reader_failures
+        self._results = ResultReader(settings, on_failure=failures.inc)
 
     async def __aenter__(self) -> Self:
         async with AsyncExitStack() as stack:

@@ -46,17 +46,19 @@ class FakeConsumer:
         return 0
 
 
-def pool(*consumers: FakeConsumer) -> ResultReader:
+def pool(*consumers: FakeConsumer, on_failure: Any = None) -> ResultReader:
     made = iter(consumers)
-    return ResultReader(Settings(), readers=1, new=lambda: next(made))  # type: ignore[arg-type,return-value]
+    return ResultReader(Settings(), readers=1, new=lambda: next(made), on_failure=on_failure)  # type: ignore[arg-type,return-value]
 
 
 async def test_a_failed_read_replaces_its_reader_and_the_pool_is_not_live_meanwhile():
     starts = asyncio.Event()
     broken, fresh = FakeConsumer(broken=True), FakeConsumer(starts=starts)
-    async with pool(broken, fresh) as reader:
+    failures: list[None] = []
+    async with pool(broken, fresh, on_failure=lambda: failures.append(None)) as reader:
         with pytest.raises(BrokerUnavailableError):
             await reader.page("job", 0, Cursor(offset=0))
+        assert len(failures) == 1
         await until(lambda: broken.stopped)
         assert not reader.live  # the replacement has not started yet
         starts.set()
