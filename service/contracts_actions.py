@@ -21,13 +21,16 @@ Selector = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 
 
 class _Step(BaseModel):
+    """A step; its `type` has no default, so a wire form without defaults (`dump_request`)
+    still names every step's type (the union is told apart by it)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class WaitAction(_Step):
     """Wait a fixed time, or until an element matching `selector` is visible."""
 
-    type: Literal["wait"] = "wait"
+    type: Literal["wait"]
     milliseconds: int | None = Field(default=None, ge=0, le=MAX_WAIT_MS)
     selector: Selector | None = None
 
@@ -41,7 +44,7 @@ class WaitAction(_Step):
 class ClickAction(_Step):
     """Click the first element `selector` matches (every one with `all`), waiting for it."""
 
-    type: Literal["click"] = "click"
+    type: Literal["click"]
     selector: Selector
     all: bool = False
 
@@ -50,7 +53,7 @@ class WriteAction(_Step):
     """Fill the field `selector` matches with `text`; without `selector`, type it into the
     element that has the focus."""
 
-    type: Literal["write"] = "write"
+    type: Literal["write"]
     text: Annotated[str, StringConstraints(max_length=10_000)]
     selector: Selector | None = None
 
@@ -58,7 +61,7 @@ class WriteAction(_Step):
 class PressAction(_Step):
     """Press a key in the focused element (Playwright key names: `Enter`, `Tab`, `Control+A`)."""
 
-    type: Literal["press"] = "press"
+    type: Literal["press"]
     key: Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
@@ -67,7 +70,7 @@ class ScrollAction(_Step):
     `until_idle`, to the bottom again and again until the page has not grown for 1 s after a
     scroll, `max_steps` scrolls were made or the step's deadline passed (infinite scroll)."""
 
-    type: Literal["scroll"] = "scroll"
+    type: Literal["scroll"]
     direction: Literal["up", "down"] = "down"
     amount: int | None = Field(default=None, ge=1, le=1_000_000)
     until_idle: bool = False
@@ -78,14 +81,14 @@ class ExecuteJavascriptAction(_Step):
     """Evaluate `script` in the page (as Playwright's `page.evaluate`: an expression, or a
     function that is called; a promise is awaited); its JSON value goes to `returns`."""
 
-    type: Literal["execute_javascript"] = "execute_javascript"
+    type: Literal["execute_javascript"]
     script: Annotated[str, StringConstraints(min_length=1, max_length=100_000)]
 
 
 class ScreenshotAction(_Step):
     """A PNG of the viewport (or the whole page with `full_page`) into `screenshots`."""
 
-    type: Literal["screenshot"] = "screenshot"
+    type: Literal["screenshot"]
     full_page: bool = False
 
 

@@ -369,6 +369,24 @@ class Settings(BaseSettings):
     gateway_scrape_timeout: Seconds = Field(default=timedelta(seconds=60), gt=timedelta(0))
     """How long a synchronous `POST /v2/scrape` without a `timeout` waits for its page (queueing
     in Kafka included) before it answers 408 and cancels the request."""
+    gateway_secret: SecretStr | None = None
+    """Key of the HMAC that signs the gateway's marker in each request's metadata (tenant, job
+    kind): a record whose marker is not signed with it is no tenant's job. Unset: a key derived
+    from the keys file's bytes (so editing that file forgets running jobs: set this in
+    production), or, without a keys file, from the requests topic's name."""
+    gateway_max_body_bytes: ByteSize = Field(default=ByteSize(10 * 2**20), ge=1024)
+    """Largest HTTP request body the gateway reads; a larger one is refused with 413 before it
+    is read (by its `Content-Length`, or as soon as a chunked body passes it)."""
+    gateway_metrics_key: SecretStr | None = None
+    """Operator key of the gateway's `/metrics` (`Authorization: Bearer <key>`). With a keys
+    file and no metrics key, `/metrics` answers 401 to everyone (its series name tenants);
+    an open gateway serves it without a key."""
+    gateway_metrics_port: int = Field(default=0, ge=0, le=65535)
+    """A port of the gateway's own for `/metrics`, `/healthz` and `/readyz` without a key (for
+    Prometheus inside the cluster; keep it off the Service); 0: none."""
+    gateway_tenant_reads: int = Field(default=2, ge=1)
+    """Result reads (status pages, errors, watcher catch-ups) one tenant may run at once on a
+    replica; more wait their turn, so one tenant's polls never hold every reader."""
 
     # --- Webhooks (`crawlstream webhooks`) ---------------------------------------------
     webhook_secret: SecretStr | None = None

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
+from service.contracts import MAX_URL_LENGTH
 from service.gateway.errors import Detail, bad_request, refused
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 Path = tuple[str | int, ...]
+
+CONTROL_BELOW: Final = 0x20
+DEL: Final = 0x7F
+"""Control characters a URL may not carry (raw; percent-encoded they are fine)."""
 
 COMMON_KEYS: Final = frozenset({"origin", "integration", "auditMetadata"})
 """Keys every body may carry that change nothing (bookkeeping of the caller)."""
@@ -21,8 +27,16 @@ COMMON_KEYS: Final = frozenset({"origin", "integration", "auditMetadata"})
 def validated(
     model: type[Any], fields: dict[str, Any], path: Path, context: dict[str, Any] | None = None
 ) -> Any:  # noqa: ANN401 - the model's own type
+    """`fields` as `model`, validated strictly as JSON (Firecrawl's schemas take no `"5"` for
+    a number nor `"yes"` for a boolean); every problem a 400 naming its Firecrawl path."""
     try:
-        return model.model_validate(fields, context=context)
+        raw = json.dumps(fields, allow_nan=False)
+    except ValueError:
+        raise bad_request(
+            Detail(path=path or ("body",), message="numbers must be finite")
+        ) from None
+    try:
+        return model.model_validate_json(raw, strict=True, context=context)
     except ValidationError as exc:
         details = [
             Detail(path=(*path, *_firecrawl_name(error["loc"])), message=error["msg"])
@@ -63,7 +77,18 @@ def split_urls(urls: list[str]) -> tuple[list[str], list[str]]:
 
 
 def is_http(url: str) -> bool:
-    parts = urlsplit(url.strip())
+    """An absolute http(s) URL the contract takes: a host, a valid port, no control
+    characters, no whitespace in the authority, at most `MAX_URL_LENGTH` characters."""
+    url = url.strip()
+    if len(url) > MAX_URL_LENGTH or any(ord(c) < CONTROL_BELOW or ord(c) == DEL for c in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is not a number in range raises here
+    except ValueError:  # a broken IPv6 literal, a bad port
+        return False
+    if any(c.isspace() for c in parts.netloc):
+        return False
     return parts.scheme.lower() in {"http", "https"} and bool(parts.hostname)
 
 

@@ -18,10 +18,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException
 
 from service.errors import BrokerUnavailableError
+from service.gateway.bodies import BodyLimit
 from service.gateway.errors import ApiError, Detail, bad_request
 from service.gateway.metrics import GatewayMetrics
 from service.gateway.routes import ROUTERS
 from service.gateway.service import OPEN_TENANT, Gateway
+from service.health import HealthServer
 from service.mcp.http import mount as mount_mcp
 
 if TYPE_CHECKING:
@@ -40,12 +42,15 @@ def create_app(settings: Settings, metrics: GatewayMetrics | None = None) -> Fas
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with Gateway(settings) as gateway, mcp.running():
+        async with Gateway(settings, counted) as gateway, mcp.running():
             app.state.gateway = gateway
-            if gateway.keys.open:
-                log.warning("gateway.open", detail="no CRAWL_GATEWAY_KEYS_FILE: no API key needed")
-            log.info("gateway.started", port=settings.gateway_port, keys=len(gateway.keys.entries))
-            yield
+            async with HealthServer(counted, settings.gateway_metrics_port, _readiness(gateway)):
+                if gateway.keys.open:
+                    log.warning("gateway.open", detail="no CRAWL_GATEWAY_KEYS_FILE: no key needed")
+                log.info(
+                    "gateway.started", port=settings.gateway_port, keys=len(gateway.keys.entries)
+                )
+                yield
 
     app = FastAPI(title=TITLE, version="2", lifespan=lifespan)
     app.state.metrics = counted
@@ -58,6 +63,7 @@ def create_app(settings: Settings, metrics: GatewayMetrics | None = None) -> Fas
     app.add_api_route("/metrics", _metrics, include_in_schema=False)
     mcp = mount_mcp(app, settings)  # `/mcp`: the tools call the routes above, in process
     app.middleware("http")(_count)
+    app.add_middleware(BodyLimit, limit=int(settings.gateway_max_body_bytes))
     return app
 
 
@@ -95,7 +101,21 @@ async def _broker_away(_: Request, exc: BrokerUnavailableError) -> JSONResponse:
     return JSONResponse({"success": False, "error": str(exc)}, status_code=503)
 
 
+def _readiness(gateway: Gateway) -> Callable[[], Awaitable[dict[str, bool]]]:
+    async def ready() -> dict[str, bool]:
+        return {"serving": gateway.ready}
+
+    return ready
+
+
 async def _metrics(request: Request) -> Response:
+    """The series (they name tenants): for the operator's key, or anyone on an open gateway."""
+    gateway: Gateway = request.app.state.gateway
+    if not gateway.operator(request.headers.get("authorization")):
+        return JSONResponse(
+            {"success": False, "error": "Unauthorized: /metrics needs the operator's key"},
+            status_code=401,
+        )
     registry = request.app.state.metrics.registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 

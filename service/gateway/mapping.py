@@ -228,7 +228,7 @@ def _spec(body: Mapping[str, Any], url: str, limits: Limits) -> CrawlSpec:
     sitemap = body.get("sitemap") or (
         "skip" if bool_of(body, "ignoreSitemap", default=False) else "include"
     )
-    if sitemap not in {"include", "skip", "only"}:
+    if not isinstance(sitemap, str) or sitemap not in {"include", "skip", "only"}:
         raise bad_request(Detail(path=("sitemap",), message="one of include, skip, only"))
     delay = body.get("delay") or 0
     if not isinstance(delay, int | float) or not 0 <= delay <= MAX_DELAY_S:

@@ -6,7 +6,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 
 class GatewayMetrics:
-    """`crawl_gateway_requests_total{route,status,tenant}` and its latency histogram."""
+    """`crawl_gateway_requests_total{route,status,tenant}`, its latency histogram and the
+    result reads that failed and cost their reader."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -26,5 +27,11 @@ class GatewayMetrics:
             "crawl_gateway_jobs_started",
             "Jobs (scrape, crawl, batch) started through this replica.",
             ["kind", "tenant"],
+            registry=self.registry,
+        )
+        self.reader_failures = Counter(
+            "crawl_gateway_reader_failures",
+            "Result reads that failed for a reason other than the caller's request; each "
+            "reader is replaced.",
             registry=self.registry,
         )

@@ -41,6 +41,12 @@ DEFAULT_MAX_AGE_MS: Final = 2 * 24 * 3600 * 1000
 """Firecrawl's `maxAge` when a request gives none: an answer from the page cache up to two
 days old (docs/cache.md)."""
 
+MIN_TIMEOUT_MS: Final = 1000
+MAX_TIMEOUT_MS: Final = 300_000
+"""A page's `timeout` range (Firecrawl's own ceiling: 5 minutes)."""
+
+MAX_INT64: Final = 2**63 - 1
+
 NOT_APPLIED: Final = ("blockAds",)
 """Options the SDKs send by default that the cluster accepts without applying them; a
 document names them in its `warning` when they are on."""
@@ -94,15 +100,21 @@ def _is_bool(value: object) -> bool:
     return value is None or isinstance(value, bool)
 
 
+def _is_count(value: object) -> bool:
+    return value is None or (
+        isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT64
+    )
+
+
 _ACCEPTED: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
-    "onlyMainContent": (_any, ""),
-    "blockAds": (_any, ""),
-    # the page cache: checked and mapped by `cache_fields`
-    "maxAge": (_any, ""),
-    "minAge": (_any, ""),
-    "storeInCache": (_is_bool, "true or false is expected"),
-    "lockdown": (_is_bool, "true or false is expected"),
-    "removeBase64Images": (_any, ""),
+    "onlyMainContent": (_is_bool, "a boolean is expected"),
+    "blockAds": (_is_bool, "a boolean is expected"),
+    # the page cache: mapped by `cache_fields`
+    "maxAge": (_is_count, "milliseconds, a non-negative integer"),
+    "minAge": (_is_count, "milliseconds, a non-negative integer"),
+    "storeInCache": (_is_bool, "a boolean is expected"),
+    "lockdown": (_is_bool, "a boolean is expected"),
+    "removeBase64Images": (_is_bool, "a boolean is expected"),
     "timeout": (_any, ""),
     "formats": (_any, ""),
     # mapped by `page_options.contract_fields`, which checks their values:
@@ -115,7 +127,8 @@ _ACCEPTED: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
     "proxy": (_any, ""),
     "parsers": (_any, ""),
     "fastMode": (_is_false, "no fast mode"),
-    "skipTlsVerification": (_is_false, "certificates are always verified"),
+    # the SDKs send `true` by default; certificates are verified all the same (`warning`)
+    "skipTlsVerification": (_is_bool, "a boolean is expected"),
     "checkPromptInjection": (_is_false, "no LLM checks on this cluster"),
     "redactPII": (_is_false, "no PII redaction on this cluster"),
     "domainTools": (_is_false, "not supported"),
@@ -179,6 +192,8 @@ def _warning(options: Mapping[str, Any]) -> str | None:
     notes = []
     if any(options.get(key) is True for key in NOT_APPLIED):
         notes.append("blockAds (no ad blocking)")
+    if options.get("skipTlsVerification") is True:
+        notes.append("skipTlsVerification (certificates are always verified here)")
     country = country_of(options)
     if country is not None:
         notes.append(
@@ -191,8 +206,14 @@ def _warning(options: Mapping[str, Any]) -> str | None:
 def _timeout(value: object, path: Path) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1000:  # noqa: PLR2004
-        raise bad_request(Detail(path=path, message="milliseconds, at least 1000"))
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not MIN_TIMEOUT_MS <= value <= MAX_TIMEOUT_MS
+    ):
+        raise bad_request(
+            Detail(path=path, message=f"milliseconds, from {MIN_TIMEOUT_MS} to {MAX_TIMEOUT_MS}")
+        )
     return value
 
 
@@ -232,7 +253,9 @@ def _format(item: object, path: Path) -> tuple[str, bool]:
         extra = set(item) - SCREENSHOT_KEYS
         if name == "screenshot" and extra:
             raise refused((*path, min(extra)), "only fullPage is supported for screenshots")
-        full = item.get("fullPage") is True
+        full = item.get("fullPage", False)
+        if not isinstance(full, bool):
+            raise bad_request(Detail(path=(*path, "fullPage"), message="a boolean is expected"))
     else:
         name, full = item, False
     if not isinstance(name, str):

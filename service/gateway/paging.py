@@ -18,6 +18,9 @@ PAGE_BYTES: Final = 10 * 1024 * 1024
 
 _VERSION: Final = "c1"
 
+MAX_OFFSET: Final = 2**63 - 1
+"""Kafka offsets are signed 64-bit: a cursor past this is no position at all."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cursor:
@@ -40,10 +43,19 @@ class Cursor:
             cursor = cls(offset=int(offset), returned=int(returned))
         except (ValueError, binascii.Error, UnicodeDecodeError):
             raise _not_ours() from None
-        if version != _VERSION or cursor.offset < 0 or cursor.returned < 0:
+        if version != _VERSION or not 0 <= cursor.offset <= MAX_OFFSET:
+            raise _not_ours()
+        if not 0 <= cursor.returned <= MAX_OFFSET:
             raise _not_ours()
         return cursor
 
 
 def _not_ours() -> Exception:
     return bad_request(Detail(path=("cursor",), message="not a cursor of this API"))
+
+
+def outside(offset: int) -> Exception:
+    """The 400 of a cursor outside the job's results (before its start, past the end)."""
+    return bad_request(
+        Detail(path=("cursor",), message=f"offset {offset} is outside the job's results")
+    )

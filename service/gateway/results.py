@@ -4,21 +4,29 @@ cursor: each call reads forward from where the previous page ended, never the wh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Self
 
+import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from service.backoff import backoff_s
 from service.contracts import PageResult
 from service.errors import BrokerUnavailableError
-from service.gateway.paging import PAGE_BYTES, PAGE_DOCUMENTS, Cursor
+from service.gateway.errors import ApiError
+from service.gateway.paging import PAGE_BYTES, PAGE_DOCUMENTS, Cursor, outside
 from service.messaging.chunks import Reassembler
 from service.messaging.kafka_config import client_options
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from aiokafka.structs import ConsumerRecord
 
     from service.settings import Settings
+
+log = structlog.get_logger(__name__)
 
 READERS: Final = 4
 """Consumers kept started for page reads (a read takes one; more reads wait)."""
@@ -28,6 +36,10 @@ FETCH_RECORDS: Final = 500
 
 FETCH_WAIT_MS: Final = 200
 """Longest wait of one fetch of a page read."""
+
+REPAIR_BASE_S: Final = 0.5
+REPAIR_MAX_S: Final = 10.0
+"""Backoff of starting a replacement reader while the broker refuses."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,16 +87,35 @@ class _Scan:
 
 
 class ResultReader:
-    """Page reads of the results topic through a few started consumers."""
+    """Page reads of the results topic through a few started consumers. A reader whose read
+    fails for any reason other than the caller's request is stopped and replaced; `live` is
+    False while one is missing."""
 
-    def __init__(self, settings: Settings, readers: int = READERS) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        readers: int = READERS,
+        new: Callable[[], AIOKafkaConsumer] | None = None,
+        on_failure: Callable[[], None] | None = None,
+    ) -> None:
         self._settings = settings
         self._timeout_s = settings.kafka_timeout.total_seconds()
         self._idle: asyncio.Queue[AIOKafkaConsumer] = asyncio.Queue()
-        self._all = [
-            AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False, group_id=None)
-            for _ in range(readers)
-        ]
+        self._new = new or self._consumer
+        """Makes a reader (a started one is replaced by a new one when its read fails)."""
+        self._all = [self._new() for _ in range(readers)]
+        self._repairs: set[asyncio.Task[None]] = set()
+        self._on_failure = on_failure or (lambda: None)
+        """Counts a read that failed and cost its reader."""
+
+    @property
+    def live(self) -> bool:
+        return not self._repairs
+
+    def _consumer(self) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(
+            **client_options(self._settings), enable_auto_commit=False, group_id=None
+        )
 
     async def __aenter__(self) -> Self:
         try:
@@ -97,20 +128,65 @@ class ResultReader:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        for task in self._repairs:
+            task.cancel()
+        for task in list(self._repairs):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         for consumer in self._all:
-            await asyncio.wait_for(consumer.stop(), self._timeout_s)
+            await self._stop(consumer)
 
     async def page(
-        self, job_id: str, partition: int, cursor: Cursor, *, ok_only: bool = True
+        self, job_id: str, partition: int, cursor: Cursor, *, start: int = 0, ok_only: bool = True
     ) -> Page:
         """The job's results from `cursor` on: at most a page (100 documents or 10 MB), or
-        what is there up to the partition's end; duplicates (a redelivery) dropped."""
+        what is there up to the partition's end; duplicates (a redelivery) dropped. A cursor
+        before `start` (the job's first offset) or past the end is a 400."""
         consumer = await self._idle.get()
         try:
             async with asyncio.timeout(self._timeout_s):
-                return await self._read(consumer, job_id, partition, cursor, ok_only=ok_only)
-        finally:
+                page = await self._read(
+                    consumer, job_id, partition, cursor, start=start, ok_only=ok_only
+                )
+        except (ApiError, asyncio.CancelledError):
             self._idle.put_nowait(consumer)
+            raise
+        except Exception as exc:  # a loop boundary: any failure costs only this reader
+            self._on_failure()
+            log.exception("gateway.result_reader_failed", partition=partition)
+            self._replace(consumer)
+            raise BrokerUnavailableError(f"the results read failed: {exc!r}") from exc
+        self._idle.put_nowait(consumer)
+        return page
+
+    def _replace(self, broken: AIOKafkaConsumer) -> None:
+        task = asyncio.create_task(self._repair(broken), name="gateway-reader-repair")
+        self._repairs.add(task)
+        task.add_done_callback(self._repairs.discard)
+
+    async def _repair(self, broken: AIOKafkaConsumer) -> None:
+        await self._stop(broken)
+        self._all.remove(broken)
+        failures = 0
+        while True:
+            fresh = self._new()
+            try:
+                await asyncio.wait_for(fresh.start(), self._timeout_s)
+            except Exception as exc:  # noqa: BLE001 - retried with backoff, logged
+                await self._stop(fresh)
+                wait_s = backoff_s(failures, base_s=REPAIR_BASE_S, max_s=REPAIR_MAX_S)
+                log.warning("gateway.result_reader_restart_failed", error=repr(exc), wait_s=wait_s)
+                failures += 1
+                await asyncio.sleep(wait_s)
+                continue
+            self._all.append(fresh)
+            self._idle.put_nowait(fresh)
+            log.info("gateway.result_reader_replaced")
+            return
+
+    async def _stop(self, consumer: AIOKafkaConsumer) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(consumer.stop(), self._timeout_s)
 
     async def _read(
         self,
@@ -119,11 +195,14 @@ class ResultReader:
         partition: int,
         cursor: Cursor,
         *,
+        start: int,
         ok_only: bool,
     ) -> Page:
         tp = TopicPartition(self._settings.results_topic, partition)
         consumer.assign([tp])
         end = (await consumer.end_offsets([tp]))[tp]
+        if not start <= cursor.offset <= end:
+            raise outside(cursor.offset)
         consumer.seek(tp, cursor.offset)
         scan = _Scan(job_id.encode(), ok_only, [], Reassembler(), set())
         resume = await self._scan(consumer, tp, end, scan)

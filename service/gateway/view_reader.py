@@ -58,6 +58,8 @@ class ViewReader:
         self._timeout_s = settings.kafka_timeout.total_seconds()
         self.ready = asyncio.Event()
         """Set once the view holds everything the topics held when the reader started."""
+        self.live = True
+        """False while the reads fail (the view lags behind the topics)."""
 
     async def __aenter__(self) -> Self:
         try:
@@ -129,8 +131,9 @@ class ViewReader:
         while True:
             try:
                 await self._round(ends)
-                failures = 0
+                failures, self.live = 0, True
             except KafkaError as exc:
+                self.live = False
                 wait_s = backoff_s(failures, base_s=RETRY_BASE_S, max_s=RETRY_MAX_S)
                 log.warning("gateway.view_read_failed", error=repr(exc), wait_s=wait_s)
                 failures += 1
@@ -160,8 +163,10 @@ class ViewReader:
                 self.view.progressed(ProgressEvent.model_validate_json(record.value))
                 return
             request = json.loads(record.value)
-            marker = JobMarker.of(request.get("metadata") or {})
+            request_id = str(request["request_id"])
+            metadata = request.get("metadata") or {}
+            marker = JobMarker.authentic(self.view.secret, request_id, metadata)
             if marker is not None:
-                self.view.submitted(str(request["request_id"]), marker)
+                self.view.submitted(request_id, marker)
         except (ValueError, KeyError, TypeError, AttributeError):
             log.debug("gateway.record_skipped", topic=record.topic, offset=record.offset)

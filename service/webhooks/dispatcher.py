@@ -18,6 +18,7 @@ from aiokafka.errors import KafkaError
 
 from service.gateway.documents import document
 from service.gateway.keys import KeyRing
+from service.gateway.marker_auth import marker_secret
 from service.gateway.options import ScrapeChoices
 from service.health import HealthServer
 from service.messaging.kafka_config import client_options
@@ -78,6 +79,7 @@ class Dispatcher:
             max_age=settings.webhook_max_age,
             results_partitions=lambda: self._results.partitions,
             expired=self._expired,
+            marker_secret=marker_secret(settings),
         )
 
     async def run(self) -> None:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from service.contracts import ProgressEvent, utc_now
 from service.contracts_webhook import WebhookConfig
-from service.gateway.jobs import JobMarker
+from service.gateway.jobs import MARKER_KEY, JobMarker
 from service.webhooks.metrics import SkipReason
 from service.webhooks.payloads import hook_of
 from service.webhooks.targets import TargetError
@@ -69,8 +69,12 @@ class Records:
         max_age: timedelta,
         results_partitions: Callable[[], Collection[int]],
         expired: Callable[[ProgressEvent], None],
+        marker_secret: bytes,
     ) -> None:
         self._sealer = sealer
+        self._marker_secret = marker_secret
+        """The gateway's marker key (`marker_auth.marker_secret`): only a marker it signed
+        is a job's."""
         self._metrics = metrics
         self._max_age = max_age
         self._partitions = results_partitions
@@ -113,11 +117,12 @@ class Records:
         return Planned(event=event, hook=hook_of(event, target), target=target, marker=marker)
 
     def _marker(self, event: ProgressEvent) -> JobMarker | None:
-        try:
-            marker = JobMarker.of(event.request_metadata)
-        except ValidationError as exc:
-            raise _Skip(SkipReason.MARKER, _first_error(exc)) from None
-        if marker is not None and not (
+        if event.request_metadata.get(MARKER_KEY) is None:
+            return None
+        marker = JobMarker.authentic(self._marker_secret, event.request_id, event.request_metadata)
+        if marker is None:
+            raise _Skip(SkipReason.MARKER, "the job marker is not one the gateway signed")
+        if not (
             marker.results_partition in self._partitions()
             and 0 <= marker.results_offset <= MAX_OFFSET
         ):

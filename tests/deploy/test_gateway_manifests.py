@@ -67,8 +67,12 @@ def test_the_settings_are_known_and_shared_with_the_workers(docs):
 def test_the_gateway_serves_its_port_and_probes_and_reads_the_mounted_keys(docs):
     gateway = container(docs, "crawlstream-gateway")
     assert gateway["args"] == ["gateway"]
-    [port] = gateway["ports"]
-    assert port["containerPort"] == Settings().gateway_port
+    ports = {port["name"]: port["containerPort"] for port in gateway["ports"]}
+    assert ports["http"] == Settings().gateway_port
+    metrics_port = env_file(DEPLOY / "kubernetes/gateway/gateway.env")["CRAWL_GATEWAY_METRICS_PORT"]
+    assert ports["metrics"] == int(metrics_port)
+    annotations = named(docs, "Deployment", "crawlstream-gateway")["spec"]["template"]["metadata"]
+    assert annotations["annotations"]["prometheus.io/port"] == metrics_port
     assert gateway["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert gateway["livenessProbe"]["httpGet"]["path"] == "/healthz"
     [mount] = gateway["volumeMounts"]

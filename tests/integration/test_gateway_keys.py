@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 KEY = "fc-acme-test-key"
+OPERATOR = "operator-metrics-key"
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ async def keyed_gateways(
     started: list[GatewayProcess] = []
 
     async def start(name: str) -> GatewayProcess:
-        env = topics.env(CRAWL_GATEWAY_KEYS_FILE=str(keys))
+        env = topics.env(CRAWL_GATEWAY_KEYS_FILE=str(keys), CRAWL_GATEWAY_METRICS_KEY=OPERATOR)
         gateway = GatewayProcess(env, tmp_path / f"{name}.log", name)
         started.append(gateway)
         await gateway.start()
@@ -89,7 +90,9 @@ async def test_a_tenant_over_its_job_limit_gets_429_also_through_another_replica
     assert int(refused.headers["Retry-After"]) > 0
     assert "limit is 1" in refused.json()["error"]
     async with httpx.AsyncClient(base_url=second.url, timeout=10) as client:
-        metrics = (await client.get("/metrics")).text
+        metrics = (
+            await client.get("/metrics", headers={"Authorization": f"Bearer {OPERATOR}"})
+        ).text
     assert 'route="/v2/crawl",status="429",tenant="acme"' in metrics
     concurrency = await asyncio.to_thread(sdk_second.get_concurrency)
     assert (concurrency.concurrency, concurrency.max_concurrency) == (1, 1)

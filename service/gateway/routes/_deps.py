@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, Request
+from fastapi import Depends, Request
 from starlette.requests import HTTPConnection  # noqa: TC002 - FastAPI reads it at runtime
 
+from service.gateway.bodies import json_body
 from service.gateway.errors import ApiError
 from service.gateway.service import OPEN_TENANT, Gateway
 
@@ -37,5 +38,5 @@ def base_url(request: Request) -> str:
 
 GatewayDep = Annotated[Gateway, Depends(gateway_of)]
 TenantDep = Annotated[str, Depends(tenant_of)]
-JsonBody = Annotated[dict[str, Any], Body()]
-"""A JSON object; anything else is Firecrawl's 400."""
+JsonBody = Annotated[dict[str, Any], Depends(json_body)]
+"""A JSON object (parsed off the event loop when large); anything else is Firecrawl's 400."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Final
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from service.gateway.bodies import off_loop
 from service.gateway.documents import document
 from service.gateway.errors import ApiError
 from service.gateway.mapping import batch_plan, crawl_plan
@@ -41,7 +42,7 @@ _PATHS: Final[dict[str, str]] = {"crawl": "/v2/crawl", "batch": "/v2/batch/scrap
 async def start_crawl(
     body: JsonBody, request: Request, gateway: GatewayDep, tenant: TenantDep
 ) -> dict[str, Any]:
-    plan = crawl_plan(body, limits=gateway.limits)
+    plan = await off_loop(request, crawl_plan, body, limits=gateway.limits)
     job_id = await gateway.start(
         "crawl",
         [plan.url],
@@ -89,7 +90,7 @@ async def cancel_crawl(job_id: str, gateway: GatewayDep, tenant: TenantDep) -> J
 async def start_batch(
     body: JsonBody, request: Request, gateway: GatewayDep, tenant: TenantDep
 ) -> dict[str, Any]:
-    plan = batch_plan(body, limits=gateway.limits)
+    plan = await off_loop(request, batch_plan, body, limits=gateway.limits)
     job_id = await gateway.start(
         "batch",
         plan.urls,

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from service.contracts import ErrorCode
+from service.gateway.bodies import off_loop
 from service.gateway.documents import document, error_message
 from service.gateway.errors import ApiError
 from service.gateway.mapping import scrape_plan
@@ -40,8 +41,10 @@ KEEPS_DOCUMENT: Final = frozenset({ErrorCode.HTTP_ERROR})
 
 
 @router.post("/v2/scrape", summary="Scrape one URL and wait for its document")
-async def scrape(body: JsonBody, gateway: GatewayDep, tenant: TenantDep) -> JSONResponse:
-    url, plan = scrape_plan(body, limits=gateway.limits)
+async def scrape(
+    body: JsonBody, request: Request, gateway: GatewayDep, tenant: TenantDep
+) -> JSONResponse:
+    url, plan = await off_loop(request, scrape_plan, body, limits=gateway.limits)
     timeout_s = _wait_s(plan, gateway.settings.gateway_scrape_timeout.total_seconds())
     result = await gateway.scrape(url, plan.options, tenant=tenant, timeout_s=timeout_s)
     return JSONResponse(_answer(result, plan))  # documents are plain JSON: no re-encoding

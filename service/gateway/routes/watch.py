@@ -52,21 +52,18 @@ async def _watch(websocket: WebSocket, gateway: Gateway, job_id: str, kind: JobK
 
 
 async def _stream(websocket: WebSocket, gateway: Gateway, status: JobStatus) -> None:
-    cursor = Cursor(offset=status.marker.results_offset)
-    docs: list[dict[str, Any]] = []
-    while True:  # catch up: every document so far
-        status = gateway.view.status(status.id) or status
-        page = await gateway.page(status, cursor)
-        docs += [document(result, choices_of(status)) for result in page.results]
-        cursor = page.next
-        if page.at_end:
-            break
+    """`catchup` with the first page of documents, the rest of the catch-up as `document`
+    messages a page at a time (a watcher holds one page at most: 100 documents or 10 MB of
+    results), then every new document as it comes."""
+    page = await gateway.page(status, Cursor(offset=status.marker.results_offset))
+    docs = [document(result, choices_of(status)) for result in page.results]
     await websocket.send_json({"type": "catchup", "data": _snapshot(status, docs)})
+    del docs
     while not _finished(status, page):
-        await asyncio.sleep(WATCH_INTERVAL_S)
+        if page.at_end:
+            await asyncio.sleep(WATCH_INTERVAL_S)
         status = gateway.view.status(status.id) or status
-        page = await gateway.page(status, cursor)
-        cursor = page.next
+        page = await gateway.page(status, page.next)
         for result in page.results:
             await websocket.send_json(
                 {"type": "document", "data": document(result, choices_of(status))}

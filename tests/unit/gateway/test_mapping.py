@@ -87,7 +87,6 @@ def test_formats_map_to_the_contract_and_a_full_page_screenshot():
         ("proxy", "stealth"),
         ("includeTags", ["main["]),
         ("parsers", ["image"]),
-        ("skipTlsVerification", True),
         ("zeroDataRetention", True),
     ],
 )

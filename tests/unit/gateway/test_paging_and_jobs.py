@@ -9,6 +9,7 @@ import pytest
 from service.contracts import EventType, ProgressEvent
 from service.gateway.errors import ApiError
 from service.gateway.jobs import MARKER_KEY, JobMarker, JobView
+from service.gateway.marker_auth import sealed
 from service.gateway.paging import Cursor
 
 MARKER = JobMarker(
@@ -33,7 +34,7 @@ def event(run: str, seq: int, kind: EventType, succeeded: int = 0, total: int = 
         failed=0,
         at=datetime(2026, 12, 1, tzinfo=UTC),
         worker="w1",
-        request_metadata={MARKER_KEY: MARKER.model_dump(mode="json")},
+        request_metadata={MARKER_KEY: sealed(b"", "job-1", MARKER.model_dump(mode="json"))},
     )
 
 
@@ -80,7 +81,7 @@ def test_events_before_the_request_record_are_kept_and_terminal_types_map_to_fir
     view = JobView()
     view.progressed(event("r1", 0, EventType.ACCEPTED))
     view.progressed(event("r1", 1, EventType.EXPIRED))
-    view.submitted("job-1", MARKER)
+    view.submitted("job-1", MARKER)  # the view's secret: b"" (JobView's default)
     status = view.status("job-1")
     assert status is not None
     assert status.state == "failed"

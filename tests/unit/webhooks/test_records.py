@@ -11,12 +11,14 @@ from structlog.testing import capture_logs
 
 from service.contracts import EventType, ProgressEvent
 from service.contracts_webhook import WebhookConfig
+from service.gateway.marker_auth import sealed
 from service.webhooks.metrics import WebhookMetrics
 from service.webhooks.records import Records
 from service.webhooks.seal import derive
 from service.webhooks.targets import Sealer
 
 KEY = derive(b"the seal key of this deployment")
+MARKER_SECRET = b"the gateway's marker secret"
 
 
 def records(metrics: WebhookMetrics) -> Records:
@@ -26,6 +28,7 @@ def records(metrics: WebhookMetrics) -> Records:
         max_age=timedelta(days=1),
         results_partitions=lambda: [0, 1, 2, 3],
         expired=lambda _: None,
+        marker_secret=MARKER_SECRET,
     )
 
 
@@ -52,8 +55,9 @@ def event(metadata: dict) -> bytes:
     )
 
 
-def marker(results_offset: int, results_partition: int = 0) -> dict:
-    return {
+def marker(results_offset: int, results_partition: int = 0, *, signed: bool = True) -> dict:
+    """A gateway marker of job-1 (signed as the gateway signs it, unless not `signed`)."""
+    body = {
         "kind": "crawl",
         "url": "https://example.com/",
         "tenant": "tenant-b",
@@ -62,6 +66,7 @@ def marker(results_offset: int, results_partition: int = 0) -> dict:
         "results_offset": results_offset,
         "formats": ["markdown"],
     }
+    return sealed(MARKER_SECRET, "job-1", body) if signed else body
 
 
 HOOK = "https://hooks.example/in"
@@ -79,6 +84,7 @@ ANOTHER_JOBS_SEAL = Sealer(KEY).record("job-2", "t", WebhookConfig(url=HOOK))
         (event({"webhook": HOOK, "firecrawl": marker(2**64)}), "marker"),
         (event({"webhook": HOOK, "firecrawl": marker(0, results_partition=99)}), "marker"),
         (event({"webhook": HOOK, "firecrawl": {"kind": "nope"}}), "marker"),
+        (event({"webhook": HOOK, "firecrawl": marker(5, signed=False)}), "marker"),
         (event({"webhook": OTHER_KEY_SEAL}), "sealed"),
         (event({"webhook": ANOTHER_JOBS_SEAL}), "sealed"),
         (event({"webhook": {"sealed": "v1.AAAA"}}), "sealed"),
