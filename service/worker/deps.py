@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from service.http.robots import RobotsCache
     from service.http.static import StaticFetcher
     from service.messaging.publisher import Publisher
+    from service.messaging.seal import Seal
     from service.metrics import Metrics
     from service.net.policy import UrlPolicy
     from service.paths import PageRenderer
@@ -101,3 +102,6 @@ class FetcherDeps:
     """The page cache of the hosts this fetcher owns (None: every page is fetched)."""
     static: StaticFetcher | None = None
     """The HTTP client through the egress proxy, for the cache's conditional requests."""
+    seal: Seal | None = None
+    """Checks that a page record is this deployment's and authentic (None: one from the
+    settings, counting nowhere)."""

@@ -36,6 +36,7 @@ from service.logs import get_logger
 from service.messaging.dead_letter import send_dead_letter
 from service.messaging.offsets import Verdict
 from service.messaging.outbox import Outbox
+from service.messaging.seal import Seal
 from service.worker.outputs import JSON_HEADERS
 from service.worker.pages import HostPacer, PageStage, Rendering, RunContexts
 from service.worker.stop import Stop
@@ -340,6 +341,7 @@ class Fetcher:
         self._queues: Counter[int] = Counter()
         """Page records of each partition taken and waiting for a slot (`queued`)."""
         self._stage = PageStage(deps, self.contexts, HostPacer())
+        self._seal = deps.seal or Seal.from_settings(deps.settings)
         self.lane_records = LaneRecords(
             deps.publisher, deps.settings.frontier_topic, on_resend=deps.metrics.publish_retries.inc
         )
@@ -375,6 +377,10 @@ class Fetcher:
         owned: asyncio.Event,
         backlog: _Backlog,
     ) -> None:
+        if not self._seal.admits(
+            record.topic, record.key, record.value or b"", list(record.headers)
+        ):
+            return  # another deployment's task, or a forged one: no result anywhere
         try:
             task = PageTask.model_validate_json(record.value or b"")
         except ValidationError as exc:

@@ -3,13 +3,25 @@ one forged record reach no other's results."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import TYPE_CHECKING
+
 import pytest
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from harness import Topics, WorkerProcess
+from harness import Topics, WorkerProcess, collecting, produce
+from hostsite import serve_hosts
+
+from service.contracts import CrawlOptions, CrawlRequest, PageTask, dump
+from service.worker.outputs import JSON_HEADERS
+
+if TYPE_CHECKING:
+    from harness import Collected
 
 pytestmark = pytest.mark.integration
 
-START_DEADLINE_S = 90.0
+DONE_DEADLINE_S = 120.0
+"""A loaded 2-core machine: 100 pages over the HTTP path, or one page, with room to spare."""
 
 
 async def _partitions(bootstrap: str, topic: str) -> int:
@@ -42,3 +54,107 @@ async def test_a_worker_creates_the_frontier_topic_with_the_requests_topics_part
     finally:
         await worker.close()
     assert await _partitions(kafka, topics.frontier) == 1
+
+
+INTERNAL_ENV = (
+    "CRAWL_PAGES_TOPIC",
+    "CRAWL_FRONTIER_TOPIC",
+    "CRAWL_HOSTS_TOPIC",
+    "CRAWL_CACHE_INDEX_TOPIC",
+    "CRAWL_CACHE_BODIES_TOPIC",
+    "CRAWL_FETCHER_GROUP_ID",
+)
+"""What the harness names per test; a deployment that sets only its group leaves them out."""
+
+HOSTS = 10
+PAGES_PER_HOST = 10
+
+
+def _deployment_env(topics: Topics, allowed: str, **extra: str) -> dict[str, str]:
+    """A deployment that names its requests, results, progress topics and its group only."""
+    env = topics.env(CRAWL_ALLOWED_HOSTS=allowed, **extra)
+    return {name: value for name, value in env.items() if name not in INTERNAL_ENV}
+
+
+def _request(request_id: str, urls: list[str], **options: object) -> tuple[bytes, bytes]:
+    request = CrawlRequest(request_id=request_id, urls=urls, options=CrawlOptions(**options))
+    return request_id.encode(), dump(request)
+
+
+@pytest.mark.long_running
+async def test_a_deployment_renders_and_publishes_only_its_own_pages(kafka, tmp_path):
+    """Deployments A (one worker) and B (one worker) on one broker, each naming only its
+    own requests, results, progress topics and group: all 100 pages of B's request land in
+    B's results, none in A's (internal topics and the fetcher group follow the group)."""
+    async with serve_hosts() as hosts:
+        allowed = hosts.allowed_hosts(HOSTS)
+        a, b = Topics(bootstrap=kafka), Topics(bootstrap=kafka)
+        workers = [
+            WorkerProcess(_deployment_env(a, allowed), tmp_path / "a.log", "a"),
+            WorkerProcess(_deployment_env(b, allowed), tmp_path / "b.log", "b"),
+        ]
+        try:
+            for worker in workers:
+                await worker.start()
+            urls = [
+                f"{hosts.origin(n)}/page/{i}" for n in range(HOSTS) for i in range(PAGES_PER_HOST)
+            ]
+            async with collecting(a) as seen_a, collecting(b) as seen_b:
+                await produce(b, [_request("b-hundred", urls, render="http")])
+                await seen_b.wait_until(
+                    lambda seen: seen.terminal("b-hundred"), deadline_s=DONE_DEADLINE_S
+                )
+                [terminal] = seen_b.seen.terminal("b-hundred")
+                in_b = {r.url for r in seen_b.seen.results_of("b-hundred")}
+                in_a = seen_a.seen.results_of("b-hundred")
+        finally:
+            for worker in workers:
+                await worker.close()
+    assert terminal.succeeded == len(urls)
+    assert in_a == []
+    assert in_b == set(urls)
+
+
+async def test_a_forged_page_task_puts_no_result_in_the_victims_stream(
+    topics, collector, site, start_worker
+):
+    """A `PageTask` written straight to the pages topic with a victim's request_id, run_id
+    and source, without the deployment's tag: the worker ignores it (logs it once), and no
+    forged result reaches the victim's results."""
+    worker = await start_worker()
+    await produce(topics, [_request("victim", [site.url("/page/1")])])
+    await collector.wait_until(lambda seen: seen.terminal("victim"), deadline_s=DONE_DEADLINE_S)
+    [genuine] = collector.seen.results_of("victim")
+    forged_url = site.url("/page/forged")
+    task = PageTask(
+        request_id="victim",
+        run_id=genuine.run_id,
+        url=forged_url,
+        options=CrawlOptions(),
+        source=genuine.source,
+    )
+    forged_headers = [*JSON_HEADERS, ("crawlstream-tag", b"0" * 64)]
+    producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, acks="all")
+    await producer.start()
+    try:
+        key = f"127.0.0.1:{site.port}".encode()
+        for partition in range(4):  # whichever partition the host is on
+            await producer.send_and_wait(
+                topics.pages, dump(task), key=key, headers=forged_headers, partition=partition
+            )
+    finally:
+        await producer.stop()
+
+    def forged(seen: Collected) -> bool:
+        return any(r.url == forged_url for r in seen.results_of("victim"))
+
+    async with asyncio.timeout(DONE_DEADLINE_S):
+        while not forged(collector.seen) and not _logged(worker, "internal.record_rejected"):
+            await asyncio.sleep(0.2)
+    assert not forged(collector.seen)
+    [rejected] = [e for e in worker.events() if e.get("event") == "internal.record_rejected"]
+    assert (rejected["topic"], rejected["reason"]) == (topics.pages, "forged")
+
+
+def _logged(worker: WorkerProcess, event: str) -> bool:
+    return any(entry.get("event") == event for entry in worker.events())

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry
 from service.contracts import FrontierRecord, PageTask, RecordSource, dump
 from service.control import ActiveRuns
 from service.messaging.offsets import Delivery, Verdict
+from service.messaging.seal import Seal
 from service.messaging.topics import partition_for
 from service.metrics import Metrics
 from service.settings import Settings
@@ -216,8 +217,19 @@ class Pipeline:
         self.peak[window] = max(self.peak[window], self._unfinished[window])
 
     def record(
-        self, key: str, value: bytes, headers: list[tuple[str, bytes]] | None = None
+        self,
+        key: str,
+        value: bytes,
+        headers: list[tuple[str, bytes]] | None = None,
+        *,
+        sealed: bool = True,
     ) -> Record:
+        """A page record as a coordinator of the deployment writes it (`sealed`: with its
+        deployment and tag headers, as the real publisher adds them)."""
+        headers = list(headers or JSON_HEADERS)
+        if sealed:
+            topic = self.settings.pages_topic
+            headers += Seal.from_settings(self.settings).headers(topic, key.encode(), value)
         partition = partition_for(key, self.settings.page_partitions)
         offset = self._offsets[partition]
         self._offsets[partition] += 1
@@ -232,7 +244,7 @@ class Pipeline:
             checksum=None,
             serialized_key_size=len(key),
             serialized_value_size=len(value),
-            headers=tuple(headers or JSON_HEADERS),
+            headers=tuple(headers),
         )
 
     def _hand(self, record: Record, task: PageTask) -> None:
