@@ -219,6 +219,13 @@ class Settings(BaseSettings):
     max_queued_pages: int = Field(default=40, ge=1)
     """Waiting pages a request taken now would wait behind (not those of a request already
     rendering beyond its share) at which the consumer pauses, when no page can start either."""
+    max_paced_pages: int = Field(default=1000, ge=0)
+    """Page records a fetcher holds, beside its backlog, while they wait for their host's
+    pace (`crawl.delay_ms`) or backoff (`Retry-After`): they are no work a slot could start,
+    so the partition is read past them (another tenant's pages behind a paced crawl go on)
+    and they are not counted against the records in flight or the partition's run-ahead.
+    They stay uncommitted (a fetcher killed meanwhile leaves them to the next owner). Beyond
+    this many, paced records count as any other and the usual bounds hold the partition."""
     max_requests_in_flight: int = Field(default=64, ge=1)
     """Requests taken from Kafka and not yet committed, over all partitions."""
     max_partition_run_ahead: int = Field(default=32, ge=1, le=4096)

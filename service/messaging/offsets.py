@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Collection, Iterable
 
     from aiokafka import TopicPartition
 
@@ -153,12 +153,16 @@ class OffsetTracker:
         state = self._partitions.get(tp)
         return state.next_offset if state else None
 
-    def run_ahead(self, tp: TopicPartition) -> int:
-        """How far reading has gone past the oldest unfinished offset."""
+    def run_ahead(self, tp: TopicPartition, aside: Collection[int] = ()) -> int:
+        """How far reading has gone past the oldest unfinished offset not in `aside`
+        (records held apart, as pages waiting for their host's pace)."""
         state = self._partitions.get(tp)
-        if state is None or not state.in_flight or state.next_offset is None:
+        if state is None or state.next_offset is None:
             return 0
-        return state.next_offset - min(state.in_flight)
+        unfinished = state.in_flight.difference(aside) if aside else state.in_flight
+        if not unfinished:
+            return 0
+        return state.next_offset - min(unfinished)
 
     def committed_position(self, tp: TopicPartition) -> int | None:
         state = self._partitions.get(tp)

@@ -42,7 +42,7 @@ from service.worker.pages import HostPacer, PageStage, Rendering, RunContexts
 from service.worker.stop import Stop
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from aiokafka import ConsumerRecord
 
@@ -76,27 +76,41 @@ LANE_RECORDS_CLOSE_S: Final = 10.0
 
 
 class Deliveries(Protocol):
-    """The pages consumer's delivery counts (`RecordConsumer.charge` and `relieve`)."""
+    """The pages consumer's delivery counts (`RecordConsumer.charge` and `relieve`), and
+    its records set aside while they wait for their host's pace (`set_aside`)."""
 
     async def charge(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
     def relieve(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
+    def set_aside(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
+    def taken_back(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
 
 
 class _Charge:
-    """A page's delivery counts against its record only while the page renders."""
+    """A page's delivery counts against its record only while the page renders; while it
+    waits for its host's pace, its record is set aside (read past, out of its partition's
+    queue)."""
 
     def __init__(
         self,
         deliveries: Deliveries,
         record: ConsumerRecord[bytes, bytes],
-        on_slot: Callable[[], None],
+        backlog: _Backlog,
     ) -> None:
         self._deliveries = deliveries
         self._record = record
-        self._on_slot = on_slot
+        self._backlog = backlog
 
     def started(self) -> None:
-        self._on_slot()
+        self._backlog.rendering()
+
+    @contextlib.contextmanager
+    def pacing(self) -> Iterator[None]:
+        self._deliveries.set_aside(self._record)
+        try:
+            with self._backlog.aside():
+                yield
+        finally:
+            self._deliveries.taken_back(self._record)
 
     async def begin(self) -> None:
         await self._deliveries.charge(self._record)
@@ -110,6 +124,9 @@ class _NoCharge:
 
     def started(self) -> None:
         return None
+
+    def pacing(self) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
 
     async def begin(self) -> None:
         return None
@@ -275,6 +292,21 @@ class _Backlog:
         if queues is not None:
             queues[partition] += 1
 
+    @contextlib.contextmanager
+    def aside(self) -> Iterator[None]:
+        """The page waits for its host's pace: out of its partition's queue meanwhile (it is
+        no work a slot could start, so the partition is read on)."""
+        queues = self._queues
+        if queues is None:
+            yield
+            return
+        queues[self._partition] -= 1
+        try:
+            yield
+        finally:
+            if self._queues is not None:
+                queues[self._partition] += 1
+
     def rendering(self) -> None:
         """The page got a slot: out of its partition's queue (once)."""
         if self._queues is not None:
@@ -403,7 +435,7 @@ class Fetcher:
                 log.error("page.poison", deliveries=delivery.count)
                 await self._answer(task, owned, backlog, failed(ErrorCode.POISON, message))
             else:
-                charge = _Charge(self._deliveries, record, backlog.rendering)
+                charge = _Charge(self._deliveries, record, backlog)
                 await self._answer(
                     task,
                     owned,

@@ -12,7 +12,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from harness import Topics, WorkerProcess, collecting, produce
 from hostsite import serve_hosts
 
-from service.contracts import CrawlOptions, CrawlRequest, PageTask, dump
+from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, PageTask, dump
+from service.messaging.topics import ensure_topics
 from service.worker.outputs import JSON_HEADERS
 
 if TYPE_CHECKING:
@@ -158,3 +159,59 @@ async def test_a_forged_page_task_puts_no_result_in_the_victims_stream(
 
 def _logged(worker: WorkerProcess, event: str) -> bool:
     return any(entry.get("event") == event for entry in worker.events())
+
+
+PACED_CRAWLS = 5
+PACED_SEEDS = 20
+PACE_MS = 30_000
+SMALL_REQUESTS = 8
+
+
+@pytest.mark.long_running
+async def test_other_tenants_pages_answer_while_a_host_on_their_partition_is_paced(kafka, tmp_path):
+    """Five deep crawls of host X paced at `delay_ms: 30000` fill page partition 0 with
+    pages waiting for their turn; eight 1-URL requests to host V on the same partition
+    (one page partition) all complete while the crawls are still paced."""
+    async with serve_hosts() as hosts:
+        topics = Topics(
+            bootstrap=kafka,
+            extra_env={"CRAWL_ALLOWED_HOSTS": hosts.allowed_hosts(2), "CRAWL_PAGE_PARTITIONS": "1"},
+        )
+        await ensure_topics(topics.settings(page_partitions=1))
+        workers = [
+            WorkerProcess(topics.env(CRAWL_ROLE="coordinator"), tmp_path / "c.log", "c"),
+            WorkerProcess(topics.env(CRAWL_ROLE="fetcher"), tmp_path / "f.log", "f"),
+        ]
+        try:
+            for worker in workers:
+                await worker.start()
+            async with collecting(topics) as collector:
+                crawls = [f"paced-{n}" for n in range(PACED_CRAWLS)]
+                seeds = [f"{hosts.origin(0)}/page/{i}" for i in range(PACED_SEEDS)]
+                spec = CrawlSpec(max_pages=PACED_SEEDS, max_depth=0, delay_ms=PACE_MS)
+                await produce(
+                    topics,
+                    [
+                        (rid.encode(), dump(CrawlRequest(request_id=rid, urls=seeds, crawl=spec)))
+                        for rid in crawls
+                    ],
+                )
+                await collector.wait_until(
+                    lambda seen: all(seen.results_of(rid) for rid in crawls),
+                    deadline_s=DONE_DEADLINE_S,
+                )  # each crawl's first page is out: the rest wait for their turn
+                small = [f"small-{n}" for n in range(SMALL_REQUESTS)]
+                await produce(
+                    topics,
+                    [_request(rid, [f"{hosts.origin(1)}/page/{n}"]) for n, rid in enumerate(small)],
+                )
+                await collector.wait_until(
+                    lambda seen: all(seen.terminal(rid) for rid in small),
+                    deadline_s=DONE_DEADLINE_S,
+                )
+                done = collector.seen
+        finally:
+            for worker in workers:
+                await worker.close()
+    assert all(done.terminal(rid)[0].succeeded == 1 for rid in small)
+    assert [rid for rid in crawls if done.terminal(rid)] == []  # still paced meanwhile

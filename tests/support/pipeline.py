@@ -92,6 +92,8 @@ class Pipeline:
         """Page records whose render began (the fetcher charged their delivery)."""
         self.uncharged: list[Record] = []
         """Page records whose render ended (the fetcher relieved their delivery)."""
+        self.aside: set[tuple[int, int]] = set()
+        """Page records (partition, offset) set aside now: waiting for their host's pace."""
         self.fetcher = Fetcher(
             self.fetcher_deps,
             self.active,
@@ -265,3 +267,9 @@ class _Deliveries:
 
     def relieve(self, record: Record) -> None:
         self._pipeline.uncharged.append(record)
+
+    def set_aside(self, record: Record) -> None:
+        self._pipeline.aside.add((record.partition, record.offset))
+
+    def taken_back(self, record: Record) -> None:
+        self._pipeline.aside.discard((record.partition, record.offset))

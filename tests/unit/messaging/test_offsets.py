@@ -67,6 +67,16 @@ def test_run_ahead_measures_distance_from_the_oldest_unfinished():
     assert tracker.run_ahead(P0) == 0
 
 
+def test_run_ahead_does_not_count_from_records_set_aside():
+    """A record waiting for its host's pace does not hold its partition's run-ahead."""
+    tracker = OffsetTracker()
+    for offset in range(100, 110):
+        tracker.delivered(P0, offset)
+    assert tracker.run_ahead(P0, aside={100, 101}) == 8
+    assert tracker.run_ahead(P0, aside=set(range(100, 110))) == 0
+    assert tracker.to_commit([P0])[P0][0] == 100  # still uncommitted
+
+
 def test_the_next_owner_skips_what_was_done_above_the_committed_offset():
     """Completed requests behind an unfinished one are not run again after a failover."""
     first = OffsetTracker()
