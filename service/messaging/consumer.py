@@ -268,11 +268,12 @@ class RecordConsumer:
         """Stop taking new records; `run` then drains and returns."""
         self._stopping.set()
 
-    async def charge(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        """Count this delivery against `record`; return once the broker has the count (a
-        death right after is counted). Charges that come together share one commit."""
+    async def charge(self, record: ConsumerRecord[bytes, bytes], *, alone: bool = True) -> None:
+        """Count this delivery against `record` (not `alone`: mark it a suspect, should the
+        worker die); return once the broker has the count (a death right after is counted).
+        Charges that come together share one commit."""
         tp = TopicPartition(record.topic, record.partition)
-        self._tracker.charge(tp, record.offset)
+        self._tracker.charge(tp, record.offset, alone=alone)
         self._charges += 1
         mine = self._charges
         async with self._charging:

@@ -79,7 +79,7 @@ class Deliveries(Protocol):
     """The pages consumer's delivery counts (`RecordConsumer.charge` and `relieve`), and
     its records set aside while they wait for their host's pace (`set_aside`)."""
 
-    async def charge(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
+    async def charge(self, record: ConsumerRecord[bytes, bytes], *, alone: bool) -> None: ...
     def relieve(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
     def set_aside(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
     def taken_back(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
@@ -95,10 +95,15 @@ class _Charge:
         deliveries: Deliveries,
         record: ConsumerRecord[bytes, bytes],
         backlog: _Backlog,
+        *,
+        suspect: bool = False,
     ) -> None:
         self._deliveries = deliveries
         self._record = record
         self._backlog = backlog
+        self.alone = suspect
+        """A suspect renders alone, and a death then is counted against it; any other
+        page renders beside others, and a death only makes it a suspect."""
 
     def started(self) -> None:
         self._backlog.rendering()
@@ -113,7 +118,7 @@ class _Charge:
             self._deliveries.taken_back(self._record)
 
     async def begin(self) -> None:
-        await self._deliveries.charge(self._record)
+        await self._deliveries.charge(self._record, alone=self.alone)
 
     def end(self) -> None:
         self._deliveries.relieve(self._record)
@@ -121,6 +126,8 @@ class _Charge:
 
 class _NoCharge:
     """A local page has no record to count its render against."""
+
+    alone = False
 
     def started(self) -> None:
         return None
@@ -428,14 +435,16 @@ class Fetcher:
         ):
             if delivery.verdict is Verdict.POISON:
                 message = (
-                    f"page delivered {delivery.count} times; each earlier delivery ended with "
-                    f"its fetcher dying while rendering it "
+                    f"page delivered {delivery.count} times; {delivery.count - 1} of the "
+                    f"earlier deliveries ended with its fetcher dying while it rendered alone "
                     f"(CRAWL_MAX_DELIVERIES={self._deps.settings.max_deliveries})"
                 )
                 log.error("page.poison", deliveries=delivery.count)
                 await self._answer(task, owned, backlog, failed(ErrorCode.POISON, message))
             else:
-                charge = _Charge(self._deliveries, record, backlog)
+                if delivery.suspect:
+                    log.info("page.suspect", deliveries=delivery.count)
+                charge = _Charge(self._deliveries, record, backlog, suspect=delivery.suspect)
                 await self._answer(
                     task,
                     owned,

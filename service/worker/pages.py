@@ -62,6 +62,10 @@ class Rendering(Protocol):
     when it got its slot (it no longer waits in its partition's queue), and holds its record
     apart while it waits for its host's pace (`pacing`)."""
 
+    @property
+    def alone(self) -> bool:
+        """The page is a suspect: it renders with no other page of this worker."""
+
     def started(self) -> None: ...
     def pacing(self) -> AbstractContextManager[None]: ...
     async def begin(self) -> None: ...
@@ -354,7 +358,9 @@ class PageStage:
         if task.delay_ms > 0:
             with scheduler.pacing(), charge.pacing():
                 await self._pacer.turn(task.run_id, host, task.delay_ms / 1000)
-        ticket = PageTicket(request=task.run_id, priority=task.priority, host=host)
+        ticket = PageTicket(
+            request=task.run_id, priority=task.priority, host=host, alone=charge.alone
+        )
 
         async def render() -> PageContent:
             # A page that kills its worker is counted while it renders: the count is

@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from harness import Topics, WorkerProcess, collecting, produce
+from harness import Topics, WorkerProcess, collecting, produce, read_topic
 from hostsite import serve_hosts
 
-from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, PageTask, dump
+from service.contracts import (
+    CrawlOptions,
+    CrawlRequest,
+    CrawlSpec,
+    ErrorCode,
+    PageTask,
+    dump,
+)
 from service.messaging.topics import ensure_topics
 from service.worker.outputs import JSON_HEADERS
 
@@ -157,6 +165,34 @@ async def test_a_forged_page_task_puts_no_result_in_the_victims_stream(
     assert (rejected["topic"], rejected["reason"]) == (topics.pages, "forged")
 
 
+async def _record_of(topics: Topics, path: str, records: int) -> tuple[int, int]:
+    """The page partition and offset of the (first) task of `path`."""
+    for record in await read_topic(topics.bootstrap, topics.pages, records, KILL_DEADLINE_S):
+        if urlsplit(PageTask.model_validate_json(record.value).url).path == path:
+            return record.partition, record.offset
+    raise AssertionError(f"no task of {path}")
+
+
+async def _charges(topics: Topics, record: tuple[int, int]) -> int:
+    """Deaths charged to a page record in the fetchers' committed metadata: each death
+    counted, plus one when it is marked a suspect."""
+    from service.messaging.offsets import decode_metadata  # noqa: PLC0415  # runs on old code
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=topics.bootstrap)
+    await admin.start()
+    try:
+        found = await admin.list_consumer_group_offsets(topics.env()["CRAWL_FETCHER_GROUP_ID"])
+    finally:
+        await admin.close()
+    partition, offset = record
+    meta = found.get(TopicPartition(topics.pages, partition))
+    if meta is None or meta.offset < 0 or meta.offset > offset:
+        return 0
+    decoded = decode_metadata(meta.metadata or "", meta.offset)
+    suspects = decoded[3] if len(decoded) > 3 else set()  # type: ignore[misc]
+    return decoded[1].get(offset, 0) + (offset in suspects)
+
+
 def _logged(worker: WorkerProcess, event: str) -> bool:
     return any(entry.get("event") == event for entry in worker.events())
 
@@ -215,3 +251,87 @@ async def test_other_tenants_pages_answer_while_a_host_on_their_partition_is_pac
                 await worker.close()
     assert all(done.terminal(rid)[0].succeeded == 1 for rid in small)
     assert [rid for rid in crawls if done.terminal(rid)] == []  # still paced meanwhile
+
+
+STATIC_FETCHER = {"CRAWL_STATIC_MEMBERSHIP": "true", "CRAWL_WORKER_NAME": "fetcher"}
+"""A fetcher restarted under its name takes its page partitions back at once."""
+
+INNOCENT_PAGES = 14
+INNOCENT_MS = 6000
+"""Long enough to be rendering beside the killer when the kill comes."""
+
+KILLS = 3
+BESIDE = 5
+"""Pages rendering at once when the first kill comes."""
+KILL_DEADLINE_S = 240.0
+
+
+@pytest.mark.long_running
+async def test_pages_in_flight_beside_a_killer_are_not_quarantined(kafka, tmp_path):
+    """With CRAWL_MAX_DELIVERIES=2, the fetcher is killed three times from outside while a
+    hanging page and up to 7 innocent pages of 14 other requests render: every innocent
+    page ends `ok`, and at most one page, the hanging one (alone on its worker at the
+    second and third kill), ends `poison`."""
+    async with serve_hosts() as hosts:
+        topics = Topics(
+            bootstrap=kafka,
+            extra_env={"CRAWL_ALLOWED_HOSTS": hosts.allowed_hosts(4), "CRAWL_MAX_DELIVERIES": "2"},
+        )
+        await ensure_topics(topics.settings())
+        hang = f"{hosts.origin(0)}/slow/hang?ms=600000"
+        innocents = [
+            f"{hosts.origin(n % 4)}/slow/innocent-{n}?ms={INNOCENT_MS}"
+            for n in range(INNOCENT_PAGES)
+        ]
+        coordinator = WorkerProcess(topics.env(CRAWL_ROLE="coordinator"), tmp_path / "c.log", "c")
+        fetchers: list[WorkerProcess] = []
+
+        async def fetcher() -> WorkerProcess:
+            env = topics.env(CRAWL_ROLE="fetcher", **STATIC_FETCHER)
+            started = WorkerProcess(env, tmp_path / f"f{len(fetchers)}.log", "fetcher")
+            fetchers.append(started)
+            await started.start()
+            return started
+
+        try:
+            await coordinator.start()
+            current = await fetcher()
+            async with collecting(topics) as collector:
+                requests = {"hang": hang} | {f"innocent-{n}": u for n, u in enumerate(innocents)}
+                await produce(topics, [_request(rid, [url]) for rid, url in requests.items()])
+                await collector.wait_until(
+                    lambda _: hosts.load.now.total() >= BESIDE, deadline_s=KILL_DEADLINE_S
+                )  # the hanging page and innocent ones render
+                hang_record = await _record_of(topics, "/slow/hang", len(requests))
+                for kill in range(1, KILLS + 1):
+                    async with asyncio.timeout(KILL_DEADLINE_S):
+                        while not collector.seen.terminal("hang"):
+                            if await _charges(topics, hang_record) >= kill:
+                                break  # rendering, and its record charged for it
+                            await asyncio.sleep(0.2)
+                    if collector.seen.terminal("hang"):
+                        break  # quarantined already: nothing left to aim at
+                    await current.kill()
+                    current = await fetcher()
+                await collector.wait_until(
+                    lambda seen: all(seen.terminal(rid) for rid in requests),
+                    deadline_s=KILL_DEADLINE_S,
+                )
+                results = {rid: collector.seen.results_of(rid) for rid in requests}
+        finally:
+            await coordinator.close()
+            for started in fetchers:
+                await started.close()
+    poison = [
+        rid
+        for rid, found in results.items()
+        if any(r.error is not None and r.error.code == ErrorCode.POISON for r in found)
+    ]
+    assert set(poison) <= {"hang"}, poison
+    errors = {  # a page rendered again after a kill repeats its result (same result_id)
+        rid: [r.error for r in found if r.error is not None]
+        for rid, found in results.items()
+        if rid != "hang"
+    }
+    assert {rid: found for rid, found in errors.items() if found} == {}
+    assert all(results[rid] for rid in errors)

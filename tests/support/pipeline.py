@@ -262,7 +262,8 @@ class _Deliveries:
     def __init__(self, pipeline: Pipeline) -> None:
         self._pipeline = pipeline
 
-    async def charge(self, record: Record) -> None:
+    async def charge(self, record: Record, *, alone: bool) -> None:
+        del alone
         self._pipeline.charged.append(record)
 
     def relieve(self, record: Record) -> None:
