@@ -71,10 +71,10 @@ class Seal:
     def from_settings(
         cls, settings: Settings, on_rejected: Callable[[str, SealCheck], None] | None = None
     ) -> Seal:
-        secret = settings.cluster_secret
+        secret = settings.cluster_secret.get_secret_value() if settings.cluster_secret else ""
         deployment = settings.deployment
-        if secret is not None and secret.get_secret_value():
-            key = secret.get_secret_value().encode()
+        if secret:
+            key = secret.encode()
         else:
             key = hashlib.sha256(_UNAUTHENTICATED + b"\0" + deployment.encode()).digest()
         topics = (
@@ -84,9 +84,7 @@ class Seal:
             settings.cache_index_topic,
             settings.cache_bodies_topic,
         )
-        return cls(
-            deployment, key, topics, authenticated=secret is not None, on_rejected=on_rejected
-        )
+        return cls(deployment, key, topics, authenticated=bool(secret), on_rejected=on_rejected)
 
     def seals(self, topic: str) -> bool:
         """`topic` is one of the deployment's internal topics."""

@@ -296,31 +296,38 @@ class _Backlog:
         scheduler.accept(1)
         self._queues = queues
         self._partition = partition
-        if queues is not None:
-            queues[partition] += 1
+        self._queued = False
+        """Counted in its partition's queue now."""
+        self._enter()
 
     @contextlib.contextmanager
     def aside(self) -> Iterator[None]:
         """The page waits for its host's pace: out of its partition's queue meanwhile (it is
         no work a slot could start, so the partition is read on)."""
-        queues = self._queues
-        if queues is None:
-            yield
-            return
-        queues[self._partition] -= 1
+        was = self._queued
+        self._exit()
         try:
             yield
         finally:
-            if self._queues is not None:
-                queues[self._partition] += 1
+            if was:
+                self._enter()
 
     def rendering(self) -> None:
-        """The page got a slot: out of its partition's queue (once)."""
-        if self._queues is not None:
+        """The page got a slot: out of its partition's queue for good."""
+        self._exit()
+        self._queues = None
+
+    def _enter(self) -> None:
+        if self._queues is not None and not self._queued:
+            self._queues[self._partition] += 1
+            self._queued = True
+
+    def _exit(self) -> None:
+        if self._queues is not None and self._queued:
             self._queues[self._partition] -= 1
             if self._queues[self._partition] <= 0:
                 del self._queues[self._partition]
-            self._queues = None
+            self._queued = False
 
     def leave(self) -> None:
         self.rendering()

@@ -218,3 +218,26 @@ async def test_room_in_the_backlog_goes_to_the_oldest_run_waiting_first(hanging)
     await pipeline.page(_task("http://site.test/b"))
     assert older.done()
     assert not newer.done()
+
+
+async def test_a_page_waiting_for_its_hosts_pace_is_set_aside_and_out_of_its_queue():
+    """The second page of a run paced at `delay_ms` waits for its turn: its record is set
+    aside (the partition is read past it) and it is not in its partition's queue; cancelled
+    there (the worker stops), it leaves nothing behind in the queue."""
+    pipeline = Pipeline(FakeSite())
+    first = _task("http://site.test/page/1", delay_ms=60_000)
+    second = _task("http://site.test/page/2", delay_ms=60_000)
+    records = [pipeline.record("site.test", dump(task)) for task in (first, second)]
+    handled = [
+        asyncio.create_task(pipeline.fetcher.handle(record, FIRST_DELIVERY, pipeline.owned))
+        for record in records
+    ]
+    await until(lambda: pipeline.answered(first.url) and len(pipeline.aside) == 1)
+    partition = records[1].partition
+    assert pipeline.aside == {(partition, records[1].offset)}
+    assert pipeline.fetcher.queued(partition) == 0
+    handled[1].cancel()
+    await asyncio.gather(*handled, return_exceptions=True)
+    assert pipeline.aside == set()
+    assert pipeline.fetcher.queued(partition) == 0
+    await pipeline.close()
