@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/failover.py [--requests 60] [--urls 5] [--page-ms 2000]
         [--hosts 8] [--outage 60] [--deadline 900] [--stall 180]
-        [--scenario all|workers|roles|outage]
+        [--churn 300] [--churn-every 20]
+        [--scenario all|workers|roles|outage|churn]
 
 Each scenario gets its own broker (LocalBroker on a fresh data dir and port), topics and groups
 (12 request, 12 page and 12 output partitions), and crawls unique `/slow` pages of the local
@@ -19,6 +20,11 @@ pages are keyed by host, so on one host a single fetcher would hold every page.
 (3) outage: one worker. Once 10% of the URLs have a result the broker is killed (SIGKILL, its
     data kept), stays down for `--outage` seconds and starts again on the same data and port:
     one failover event.
+(4) churn: 1 coordinator and 2 fetchers (static members, as a StatefulSet's pods). Requests
+    arrive one every 2 s for `--churn` seconds (at least `--requests` of them), and every
+    `--churn-every` seconds a fetcher (the two in turn) is killed with SIGKILL and started
+    again under its name: 14 failover events in 5 minutes. Its targets: 0 pages lost and 0
+    `poison` results (every page here is innocent: a `/slow` page that kills nobody).
 
 Every wait has a deadline. A scenario waits until every request has a `completed` event and
 every URL a result (giving up at `--deadline`, or after `--stall` seconds without any new
@@ -81,8 +87,16 @@ OUTAGE_AT: Final = 0.10
 FETCHER_KILL_AT: Final = 0.35
 """Share of the URLs with a result when scenario 2 kills a fetcher with SIGKILL."""
 
-TARGETS: Final = {"workers": (0.10, 0.26), "roles": (0.05, None), "outage": (0.05, 0.48)}
+TARGETS: Final = {
+    "workers": (0.10, 0.26),
+    "roles": (0.05, None),
+    "outage": (0.05, 0.48),
+    "churn": (0.10, None),
+}
 """Duplicate share per scenario: (the issue's target, the issue's figure for today, if any)."""
+
+CHURN_SPACING_S: Final = 2.0
+"""Scenario 4: one request every this many seconds while fetchers are killed."""
 
 GROUP_DEADLINE_S: Final = 120.0
 """How long a new group may take to spread the partitions over its workers."""
@@ -115,6 +129,8 @@ class Figures:
     """URLs of the requests without any result."""
     lost_requests: int
     """Requests without any terminal event."""
+    poison: int
+    """Results with code `poison` (pages quarantined after deaths of their fetcher)."""
     complete: bool
     """Every request completed within the deadline (else the figures are partial)."""
     notes: list[str]
@@ -153,7 +169,10 @@ class Rig:
     complete: bool = False
 
     @classmethod
-    async def create(cls, bootstrap: str, site: HostSite, args: argparse.Namespace) -> Rig:
+    async def create(
+        cls, bootstrap: str, site: HostSite, args: argparse.Namespace, requests: int = 0
+    ) -> Rig:
+        """`requests`: how many (default: `--requests`)."""
         topics = Topics(
             bootstrap=bootstrap,
             prefix=f"fo{uuid.uuid4().hex[:8]}",
@@ -177,7 +196,7 @@ class Rig:
                 + f"/slow?ms={args.page_ms}&u={topics.prefix}-{r}-{u}"
                 for u in range(args.urls)
             ]
-            for r in range(args.requests)
+            for r in range(requests or args.requests)
         }
         return cls(topics=topics, requests=requests, deadline_s=args.deadline, stall_s=args.stall)
 
@@ -212,16 +231,25 @@ class Rig:
     # --- workers -------------------------------------------------------------------------
 
     async def add_workers(
-        self, stack: contextlib.AsyncExitStack, *names: str, role: str = "all"
+        self,
+        stack: contextlib.AsyncExitStack,
+        *names: str,
+        role: str = "all",
+        static: bool = False,
+        life: int = 0,
     ) -> None:
+        """Start `names`; `static`: as static members under their names, so a restarted one
+        (`life` counts its restarts, for its log's name) takes its partitions back at once."""
         log_dir = ROOT / ".bench"
         log_dir.mkdir(exist_ok=True)
         fresh = []
+        extra = {"CRAWL_STATIC_MEMBERSHIP": "true"} if static else {}
         for name in names:
+            suffix = f"-{life}" if life else ""
             worker = WorkerProcess(
-                self.topics.env(CRAWL_ROLE=role),
-                log_dir / f"{self.topics.prefix}-{name}.log",
-                name,
+                self.topics.env(CRAWL_ROLE=role, CRAWL_WORKER_NAME=name, **extra),
+                log_dir / f"{self.topics.prefix}-{name}{suffix}.log",
+                f"{name}{suffix}",
             )
             self.roles[name] = role
             stack.push_async_callback(worker.close)
@@ -289,8 +317,9 @@ class Rig:
 
     # --- Kafka ---------------------------------------------------------------------------
 
-    async def produce(self) -> None:
-        """Produce every request; remember the requests topic's end offset per partition."""
+    async def produce(self, spacing_s: float = 0.0) -> None:
+        """Produce every request (`spacing_s` apart); remember the requests topic's end
+        offset per partition."""
         self.started = asyncio.get_running_loop().time()
         producer = AIOKafkaProducer(
             bootstrap_servers=self.topics.bootstrap, acks="all", enable_idempotence=True
@@ -304,6 +333,8 @@ class Rig:
                     KAFKA_CALL_S,
                 )
                 self.ends[sent.partition] = max(self.ends.get(sent.partition, 0), sent.offset + 1)
+                if spacing_s:
+                    await asyncio.sleep(spacing_s)  # the load's own pace
         finally:
             await asyncio.wait_for(producer.stop(), KAFKA_CALL_S)
 
@@ -501,6 +532,7 @@ def measure(rig: Rig, scenario: str, seen: Collected, failovers: int) -> Figures
     failed = Counter(r.error.code.value for r in results if r.error is not None)
     if failed:
         rig.notes.append(f"results that are not ok, by code: {dict(failed)}")
+    poison = {(r.request_id, r.url) for r in results if r.error and r.error.code == "poison"}
     return Figures(
         scenario=scenario,
         requests=len(rig.requests),
@@ -511,6 +543,7 @@ def measure(rig: Rig, scenario: str, seen: Collected, failovers: int) -> Figures
         abandoned=sum(abandoned.values()),
         lost_pages=lost_pages,
         lost_requests=lost_requests,
+        poison=len(poison),
         complete=rig.complete,
         notes=rig.notes,
     )
@@ -594,11 +627,39 @@ async def outage_scenario(site: HostSite, args: argparse.Namespace) -> Figures:
         return await rig.finish("outage", collector, failovers=1)
 
 
+async def churn_scenario(site: HostSite, args: argparse.Namespace) -> Figures:
+    async with contextlib.AsyncExitStack() as stack:
+        broker = await _broker(stack)
+        count = max(args.requests, int(args.churn / CHURN_SPACING_S))
+        rig = await Rig.create(broker.bootstrap_servers, site, args, requests=count)
+        await rig.add_workers(stack, "c1", role="coordinator")
+        await rig.add_workers(stack, "f1", "f2", role="fetcher", static=True)
+        await rig.wait_group()
+        collector = await stack.enter_async_context(collecting(rig.topics))
+        producing = asyncio.create_task(rig.produce(spacing_s=args.churn / count))
+        kills = 0
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        try:
+            while (kills + 1) * args.churn_every < args.churn:
+                due = began + (kills + 1) * args.churn_every
+                await asyncio.sleep(max(due - loop.time(), 0))  # the scenario's schedule
+                name = ("f1", "f2")[kills % 2]
+                await rig.kill(name, collector)
+                kills += 1
+                await rig.add_workers(stack, name, role="fetcher", static=True, life=kills)
+                rig.gone.discard(name)
+        finally:
+            await producing
+        rig.note(f"{kills} fetcher kills, one every {args.churn_every:g} s")
+        return await rig.finish("churn", collector, failovers=max(kills, 1))
+
+
 def print_table(rows: list[tuple[str, str, Figures | str]]) -> None:
     head = (
         f"{'scenario':<34}{'results':>8}{'unique':>8}{'dups':>6}{'share':>8}"
         f"{'target':>8}{'today':>7}{'runs':>6}{'runs/req':>9}{'abandoned':>10}"
-        f"{'re-runs/failover':>17}{'lost pages':>11}{'lost requests':>14}"
+        f"{'re-runs/failover':>17}{'lost pages':>11}{'lost requests':>14}{'poison':>8}"
     )
     print(head)
     print("-" * len(head))
@@ -612,16 +673,19 @@ def print_table(rows: list[tuple[str, str, Figures | str]]) -> None:
             f"{title:<34}{row.results:>8}{row.unique:>8}{row.duplicates:>6}{row.share:>8.1%}"
             f"{'<=' + format(target, '.0%'):>8}{shown:>7}{row.runs:>6}"
             f"{row.runs_per_request:>9.2f}{row.abandoned:>10}{row.reruns_per_failover:>17.2f}"
-            f"{row.lost_pages:>11}{row.lost_requests:>14}"
+            f"{row.lost_pages:>11}{row.lost_requests:>14}{row.poison:>8}"
         )
     print("target, today: the issue's duplicate share target, and its figure for today's code")
     print("dups: results beyond one per result_id; lost: URLs without a result, requests")
-    print("without a terminal event (both must be 0)")
+    print("without a terminal event (both must be 0); poison: quarantined pages (every page")
+    print("here is innocent: must be 0)")
     for _, title, row in rows:
         if isinstance(row, Figures):
             met = "met" if row.share <= TARGETS[row.scenario][0] else "NOT met"
             if row.lost_pages or row.lost_requests:
                 met += "; LOST work"
+            if row.poison:
+                met += "; innocent POISON"
             partial = "" if row.complete else "; INCOMPLETE at the deadline, figures partial"
             print(f"\n{title} (target {met}{partial}):")
             for line in row.notes:
@@ -641,7 +705,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--stall", type=float, default=180.0, help="give up after this long without any output"
     )
-    parser.add_argument("--scenario", choices=("all", "workers", "roles", "outage"), default="all")
+    parser.add_argument("--churn", type=float, default=300.0, help="churn scenario, seconds")
+    parser.add_argument(
+        "--churn-every", type=float, default=20.0, help="a fetcher killed every this many seconds"
+    )
+    parser.add_argument(
+        "--scenario", choices=("all", "workers", "roles", "outage", "churn"), default="all"
+    )
     return parser.parse_args()
 
 
@@ -650,6 +720,7 @@ async def main(args: argparse.Namespace) -> None:
         ("workers", "3 workers, kill/SIGTERM/join", workers_scenario),
         ("roles", "2+2 roles, kill coord. + fetcher", roles_scenario),
         ("outage", f"{args.outage:g} s broker outage", outage_scenario),
+        ("churn", f"fetcher killed every {args.churn_every:g} s", churn_scenario),
     ]
     rows: list[tuple[str, str, Figures | str]] = []
     main_task = asyncio.current_task()

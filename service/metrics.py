@@ -108,6 +108,13 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.internal_records_rejected = Counter(
+            "crawl_internal_records_rejected_total",
+            "Internal records (pages, frontier, hosts, cache) ignored, by topic and reason:"
+            " foreign (another deployment's) or forged (no valid authenticity tag).",
+            ["topic", "reason"],
+            registry=r,
+        )
         self.publish_retries = Counter(
             "crawl_publish_retries_total",
             "Messages sent again after a retriable broker error.",

@@ -22,6 +22,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -29,6 +30,9 @@ from service.errors import ConfigurationError
 from service.proxy_url import UpstreamProxy
 
 ENV_PREFIX = "CRAWL_"
+
+DEFAULT_DEPLOYMENT = "crawlstream"
+"""The default `CRAWL_GROUP_ID`: its internal topics keep the names without a group."""
 
 
 def _seconds(value: object) -> object:
@@ -93,20 +97,31 @@ class Settings(BaseSettings):
     all of it."""
     frontier_topic: str = "crawl.frontier"
     """Topic of deep crawls' frontier records (sitemaps read, links found per page), keyed by
-    request_id: the log a job's next owner rebuilds its state from after a failover."""
+    request_id: the log a job's next owner rebuilds its state from after a failover. Default:
+    `crawl.frontier`, or `crawl.<CRAWL_GROUP_ID>.frontier` for another deployment."""
     frontier_retention: Seconds = Field(default=timedelta(days=7), gt=timedelta(0))
     """How long frontier records are kept (`retention.ms` of the frontier topic when the
     worker creates it); a deep crawl that is redelivered later than this starts over."""
     cancel_retention: Seconds = Field(default=timedelta(days=7), gt=timedelta(0))
     """How long a cancel is remembered: a request_id cancelled longer ago runs again (after
     that the compacted record may be deleted with a tombstone)."""
-    group_id: str = "crawlstream"
-    """Consumer group of the coordinators (the requests topic), shared by all replicas."""
+    group_id: str = Field(default=DEFAULT_DEPLOYMENT, pattern=r"^[A-Za-z0-9._-]{1,200}$")
+    """Consumer group of the coordinators (the requests topic), shared by all replicas, and
+    the deployment's name: the internal topics and the other groups follow from it unless
+    set (`crawl.pages` for `crawlstream`, `crawl.<group>.pages` for another; see
+    [tenancy](tenancy.md)), and a worker takes internal records of its own deployment only."""
     pages_topic: str = "crawl.pages"
     """Topic of page tasks, keyed by the page's host (`CRAWL_PAGE_KEY`): coordinators write
-    them, fetchers render them."""
+    them, fetchers render them. Default: `crawl.pages`, or `crawl.<CRAWL_GROUP_ID>.pages`."""
     fetcher_group_id: str = "crawlstream-fetchers"
-    """Consumer group of the fetchers (the pages topic), shared by all replicas."""
+    """Consumer group of the fetchers (the pages topic), shared by all replicas. Default:
+    `<CRAWL_GROUP_ID>-fetchers`."""
+    cluster_secret: SecretStr | None = None
+    """Key of the HMAC-SHA256 tag on every internal record (pages, frontier, hosts, cache):
+    a worker ignores (counts, logs once) a record whose tag does not match, so a producer
+    that can write the internal topics cannot forge a task or an outcome. The same on every
+    worker of a deployment. Unset: a key derived from the deployment's name (any writer can
+    compute it), and the worker warns at start that internal records are not authenticated."""
     page_partitions: int = Field(default=12, ge=1)
     """Partitions of the pages topic when the worker creates it (the fetchers' ceiling)."""
     page_key: Literal["host", "domain"] = "host"
@@ -125,9 +140,11 @@ class Settings(BaseSettings):
     2, 2, 1, 1, 1, 1, 0 over 12 partitions). Every coordinator must use the same."""
     cache_index_topic: str = "crawl.cache.index"
     """Compacted topic of the page cache's index records, keyed by cache key, with the
-    partitions of the pages topic: an entry sits on the partition its host is placed on."""
+    partitions of the pages topic: an entry sits on the partition its host is placed on.
+    Default: `crawl.cache.index`, or `crawl.<CRAWL_GROUP_ID>.cache.index`."""
     cache_bodies_topic: str = "crawl.cache.bodies"
-    """Compacted topic of the page cache's stored documents, co-partitioned with the index."""
+    """Compacted topic of the page cache's stored documents, co-partitioned with the index.
+    Default: `crawl.cache.bodies`, or `crawl.<CRAWL_GROUP_ID>.cache.bodies`."""
     cache_retention: Seconds = Field(default=timedelta(days=7), gt=timedelta(0))
     """How long a cache entry is kept after it was written (`retention.ms` of the cache
     topics when the worker creates them): no request is answered from an older one."""
@@ -156,7 +173,7 @@ class Settings(BaseSettings):
     hosts_topic: str = "crawl.hosts"
     """Compacted topic of the host directory (`CRAWL_HOST_PLACEMENT=directory`), one
     partition, keyed by page key: the page partition each key was placed on. Every
-    coordinator reads all of it."""
+    coordinator reads all of it. Default: `crawl.hosts`, or `crawl.<CRAWL_GROUP_ID>.hosts`."""
     dispatch_window: int = Field(default=16, ge=1)
     """Pages of one run and one host dispatched to the fetchers and unfinished at once; the
     run's other pages of that host wait at its coordinator, so no page partition holds a
@@ -217,6 +234,13 @@ class Settings(BaseSettings):
     max_queued_pages: int = Field(default=40, ge=1)
     """Waiting pages a request taken now would wait behind (not those of a request already
     rendering beyond its share) at which the consumer pauses, when no page can start either."""
+    max_paced_pages: int = Field(default=1000, ge=0)
+    """Page records a fetcher holds, beside its backlog, while they wait for their host's
+    pace (`crawl.delay_ms`) or backoff (`Retry-After`): they are no work a slot could start,
+    so the partition is read past them (another tenant's pages behind a paced crawl go on)
+    and they are not counted against the records in flight or the partition's run-ahead.
+    They stay uncommitted (a fetcher killed meanwhile leaves them to the next owner). Beyond
+    this many, paced records count as any other and the usual bounds hold the partition."""
     max_requests_in_flight: int = Field(default=64, ge=1)
     """Requests taken from Kafka and not yet committed, over all partitions."""
     max_partition_run_ahead: int = Field(default=32, ge=1, le=4096)
@@ -406,7 +430,8 @@ class Settings(BaseSettings):
     """Events read but not yet delivered that one receiver may hold; when one is full, the
     dispatcher stops reading until it has room (the memory bound)."""
     webhook_group_id: str = "crawlstream-webhooks"
-    """Consumer group of the webhook dispatchers (any number of replicas)."""
+    """Consumer group of the webhook dispatchers (any number of replicas). Default:
+    `<CRAWL_GROUP_ID>-webhooks`."""
     webhook_attempts: int = Field(default=6, ge=1, le=20)
     """Deliveries tried per webhook event (with backoff) before it is dropped and counted."""
     webhook_timeout: Seconds = Field(default=timedelta(seconds=10), gt=timedelta(0))
@@ -423,6 +448,20 @@ class Settings(BaseSettings):
     """Lowest log level written."""
     log_format: Literal["auto", "json", "console"] = "auto"
     """`auto`: JSON unless standard error is a terminal."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deployment_names(cls, data: object) -> object:
+        """Internal topics and groups not set follow from the deployment's name."""
+        if not isinstance(data, dict):
+            return data
+        group = str(data.get("group_id") or DEFAULT_DEPLOYMENT)
+        return deployment_names(group) | data
+
+    @property
+    def deployment(self) -> str:
+        """The deployment's name (`CRAWL_GROUP_ID`): on every internal record it writes."""
+        return self.group_id
 
     @property
     def group_instance_id(self) -> str | None:
@@ -442,6 +481,21 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+
+def deployment_names(group: str) -> dict[str, str]:
+    """The internal topics and groups of the deployment named `group`: today's names for
+    the default deployment, names of its own for any other."""
+    prefix = "crawl" if group == DEFAULT_DEPLOYMENT else f"crawl.{group}"
+    return {
+        "pages_topic": f"{prefix}.pages",
+        "frontier_topic": f"{prefix}.frontier",
+        "hosts_topic": f"{prefix}.hosts",
+        "cache_index_topic": f"{prefix}.cache.index",
+        "cache_bodies_topic": f"{prefix}.cache.bodies",
+        "fetcher_group_id": f"{group}-fetchers",
+        "webhook_group_id": f"{group}-webhooks",
+    }
 
 
 def env_name(field: str) -> str:

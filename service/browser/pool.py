@@ -117,7 +117,9 @@ class BrowserPool:
         self._keep_idle = True
 
     async def __aenter__(self) -> Self:
-        self._playwright = await async_playwright().start()
+        manager = async_playwright()
+        self._playwright = await manager.start()
+        _watch_driver(manager)
         self._executable = find_executable(self._settings, self._playwright.chromium)
         await self._ensure_browser()
         self._refill()
@@ -539,3 +541,20 @@ async def _close_if_popup(page: Page) -> None:
     opener = await asyncio.wait_for(page.opener(), CLOSE_DEADLINE_S)
     if opener is not None:
         await close_within(page.close(), "popup")
+
+
+def _watch_driver(manager: object) -> None:
+    """Hear when Playwright's driver goes away. Playwright puts the driver's failure on a
+    future that nothing awaits once it has started: a driver that dies (a signal to the
+    whole process group at shutdown, an OOM kill) left `Future exception was never
+    retrieved ... Connection closed while reading from the driver` in the log. The failure
+    is read here and logged as what it is; the browser calls in flight fail on their own."""
+    client = getattr(manager, "_client", None)  # Playwright's own names; absent: no watch
+    errors = getattr(getattr(client, "_transport", None), "on_error_future", None)
+    if isinstance(errors, asyncio.Future):
+        errors.add_done_callback(_driver_lost)
+
+
+def _driver_lost(errors: asyncio.Future[object]) -> None:
+    if not errors.cancelled() and (error := errors.exception()) is not None:
+        log.warning("browser.driver_lost", error=str(error))

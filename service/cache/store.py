@@ -22,6 +22,7 @@ from service.cache.records import CacheIndexRecord, StoredPage
 from service.logs import get_logger
 from service.messaging.kafka_config import client_options
 from service.messaging.publisher import Message
+from service.messaging.seal import Seal
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -138,6 +139,9 @@ class KafkaCacheStore:
         self._publisher = publisher
         self._index_topic = settings.cache_index_topic
         self._bodies_topic = settings.cache_bodies_topic
+        self._seal = Seal.from_settings(settings)
+        """Tags what this fetcher stores; entries that are not the deployment's own and
+        authentic are not served."""
         self._max_body = int(settings.max_message_bytes) - BODY_OVERHEAD_BYTES
         self._timeout_s = settings.kafka_timeout.total_seconds()
         fetch_bytes = int(settings.max_message_bytes) + 65_536
@@ -219,8 +223,9 @@ class KafkaCacheStore:
         if len(raw) > self._max_body:
             return False
         key = entry.key.encode()
+        headers = self._seal.headers(self._bodies_topic, key, raw)
         delivery = await self._publisher.send(
-            Message(self._bodies_topic, key, raw, partition=partition)
+            Message(self._bodies_topic, key, raw, headers, partition=partition)
         )
         written = await asyncio.wait_for(delivery, self._timeout_s)
         offset = getattr(written, "offset", None)
@@ -232,7 +237,9 @@ class KafkaCacheStore:
 
     async def refresh(self, partition: int, entry: CacheIndexRecord) -> None:
         value = entry.model_dump_json().encode()
-        message = Message(self._index_topic, entry.key.encode(), value, partition=partition)
+        key = entry.key.encode()
+        headers = self._seal.headers(self._index_topic, key, value)
+        message = Message(self._index_topic, key, value, headers, partition=partition)
         await asyncio.wait_for(await self._publisher.send(message), self._timeout_s)
         raw = _raw_key(entry.key)
         if raw is not None:
@@ -276,6 +283,8 @@ class KafkaCacheStore:
         if not record.value:  # a purge's tombstone
             entries.pop(raw, None)
             return
+        if not self._seal.admits(self._index_topic, record.key, record.value, record.headers):
+            return
         try:
             entry = CacheIndexRecord.model_validate_json(record.value)
         except ValidationError as exc:
@@ -288,6 +297,8 @@ class KafkaCacheStore:
     ) -> StoredPage | None:
         if record.offset != entry.body_offset or record.value is None:
             return None  # compacted away: a newer body of the key replaced it
+        if not self._seal.admits(self._bodies_topic, record.key, record.value, record.headers):
+            return None
         try:
             page = decode_page(record.value)
         except (ValidationError, cramjam.DecompressionError) as exc:

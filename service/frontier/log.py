@@ -27,6 +27,7 @@ from service.messaging.chunks import Reassembler
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 from service.messaging.reader import PartitionSpan
+from service.messaging.seal import Seal
 from service.messaging.topics import partition_for
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ async def _read(
     consumer = AIOKafkaConsumer(**client_options(settings), group_id=None, enable_auto_commit=False)
     records: list[FrontierRecord] = []
     chunks = Reassembler()
+    seal = Seal.from_settings(settings)
     key = request_id.encode()
     async with asyncio.timeout(settings.kafka_timeout.total_seconds()):
         await consumer.start()
@@ -94,8 +96,10 @@ async def _read(
             span = await PartitionSpan.seek(consumer, [tp], since_ms=since, to_offset=to_offset)
             async for record in span.records(poll_timeout_ms=FETCH_TIMEOUT_MS):
                 if record.key == key:
-                    value = _joined(chunks, record.value, list(record.headers))
-                    _keep(records, value, source)
+                    headers = list(record.headers)
+                    value = _joined(chunks, record.value, headers)
+                    if value is not None and seal.admits(topic, key, value, headers):
+                        _keep(records, value, source)
         finally:
             await consumer.stop()
     log.info(

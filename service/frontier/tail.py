@@ -23,6 +23,7 @@ from service.logs import get_logger
 from service.messaging.chunks import Reassembler
 from service.messaging.kafka_config import client_options
 from service.messaging.polling import PollLoop
+from service.messaging.seal import Seal
 from service.messaging.topics import partition_for
 
 if TYPE_CHECKING:
@@ -45,8 +46,10 @@ RETRY_S: Final = 1.0
 class FrontierTail:
     """One group-less consumer of the owned frontier partitions; records go to their runs."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, seal: Seal | None = None) -> None:
         self._settings = settings
+        self._seal = seal or Seal.from_settings(settings)
+        """Only this deployment's authentic records reach a run."""
         self._topic = settings.frontier_topic
         self._partitions = settings.requests_partitions
         """Frontier partition count (checked equal to the requests topic's at start)."""
@@ -173,12 +176,13 @@ class FrontierTail:
         subscribers = self._subscribers.get(key)
         if not subscribers or record.value is None:
             return
+        headers = list(record.headers)
         try:
-            value = self._chunks[partition].add(record.value, list(record.headers))
+            value = self._chunks[partition].add(record.value, headers)
         except ValueError as exc:
             log.warning("frontier.unreadable", error=str(exc)[:200])
             return
-        if value is None:
+        if value is None or not self._seal.admits(self._topic, record.key, value, headers):
             return
         try:
             parsed = FrontierRecord.model_validate_json(value)

@@ -200,6 +200,9 @@ class RecordConsumer:
         self._events = {
             kind: f"{self._spec.name}.{kind}" for kind in ("skipped", "refetched", "dropped")
         }
+        self._aside: dict[TopicPartition, set[int]] = {}
+        """Records set aside by their handler (pages waiting for their host's pace): read
+        past, and up to `CRAWL_MAX_PACED_PAGES` not counted as in flight (`set_aside`)."""
         self._tasks: dict[TopicPartition, set[asyncio.Task[None]]] = {}
         self._owned: dict[TopicPartition, asyncio.Event] = {}
         """Set while this worker owns the partition: runs publish only then."""
@@ -265,11 +268,12 @@ class RecordConsumer:
         """Stop taking new records; `run` then drains and returns."""
         self._stopping.set()
 
-    async def charge(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        """Count this delivery against `record`; return once the broker has the count (a
-        death right after is counted). Charges that come together share one commit."""
+    async def charge(self, record: ConsumerRecord[bytes, bytes], *, alone: bool = True) -> None:
+        """Count this delivery against `record` (not `alone`: mark it a suspect, should the
+        worker die); return once the broker has the count (a death right after is counted).
+        Charges that come together share one commit."""
         tp = TopicPartition(record.topic, record.partition)
-        self._tracker.charge(tp, record.offset)
+        self._tracker.charge(tp, record.offset, alone=alone)
         self._charges += 1
         mine = self._charges
         async with self._charging:
@@ -278,6 +282,28 @@ class RecordConsumer:
             upto = self._charges
             await self._commit(self._consumer.assignment())
             self._charges_committed = upto
+
+    def set_aside(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        """`record` waits for time only (its host's pace): the partition is read past it,
+        and it counts against `CRAWL_MAX_PACED_PAGES` instead of the records in flight. It
+        stays unfinished (uncommitted) until its handler ends."""
+        tp = TopicPartition(record.topic, record.partition)
+        self._aside.setdefault(tp, set()).add(record.offset)
+        self._room.set()
+
+    def taken_back(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        """`record` is work again (its turn came): it counts as in flight."""
+        tp = TopicPartition(record.topic, record.partition)
+        aside = self._aside.get(tp)
+        if aside is not None:
+            aside.discard(record.offset)
+            if not aside:
+                del self._aside[tp]
+
+    @property
+    def aside(self) -> int:
+        """Records set aside now."""
+        return sum(len(offsets) for offsets in self._aside.values())
 
     def relieve(self, record: ConsumerRecord[bytes, bytes]) -> None:
         """Stop counting this delivery against `record`: what is left cannot kill the worker
@@ -336,7 +362,8 @@ class RecordConsumer:
 
     def _fetch_room(self) -> int:
         """Records one poll may bring in: records in flight and the local page backlog allow."""
-        room = self._spec.max_in_flight - self.in_flight
+        counted = self.in_flight - min(self.aside, self._settings.max_paced_pages)
+        room = self._spec.max_in_flight - counted
         if self._intake_room is not None:
             room = min(room, self._intake_room())
         return room
@@ -388,6 +415,7 @@ class RecordConsumer:
             if not (task is not None and task.cancelling()):
                 self._tracker.finished(tp, record.offset)
             self._tasks.get(tp, set()).discard(task)
+            self.taken_back(record)
             self._count_requests()
             self._room.set()
 
@@ -413,7 +441,9 @@ class RecordConsumer:
         held = {
             tp
             for tp in assigned
-            if pause_all or self._tracker.run_ahead(tp) >= limit or self._full(tp.partition)
+            if pause_all
+            or self._tracker.run_ahead(tp, self._aside_of(tp)) >= limit
+            or self._full(tp.partition)
         }
         if self._spec.held is not None:
             self._spec.held.set(len(held))
@@ -435,6 +465,12 @@ class RecordConsumer:
                 full=full,
             )
         return held
+
+    def _aside_of(self, tp: TopicPartition) -> set[int]:
+        """`tp`'s records set aside, while they are within `CRAWL_MAX_PACED_PAGES`."""
+        if self.aside > self._settings.max_paced_pages:
+            return set()
+        return self._aside.get(tp, set())
 
     async def _commit(
         self, partitions: Iterable[TopicPartition], *, handing_back: bool = False
@@ -551,6 +587,7 @@ class RecordConsumer:
         }
         await self._cancel([tp for tp in self._tasks if tp not in kept])
         self._tracker.forget(self._tracker.partitions() - kept)
+        self._aside = {tp: offsets for tp, offsets in self._aside.items() if tp in kept}
         for tp in kept:
             self._consumer.seek(tp, self._tracker.next_offset(tp))
         for tp in assigned - kept:

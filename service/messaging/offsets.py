@@ -9,6 +9,11 @@ instead of crawling them again, and how many times each unfinished record has be
 to a worker that then died, so a record that keeps killing its worker is quarantined instead
 of cycling through every replica. A record handed back on purpose (rebalance, shutdown) is
 not counted against it.
+
+A page record is charged one of two ways. Rendering beside other pages, its worker's death
+cannot be told apart from its neighbours': it is only marked a *suspect* (`sus` in the
+metadata). A suspect renders alone on its next worker, and only a death while it rendered
+alone counts towards `poison`; so the innocent pages beside a killer end well.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Collection, Iterable
 
     from aiokafka import TopicPartition
 
@@ -51,6 +56,9 @@ class Delivery:
     earlier: bool = False
     """The record was delivered before (to a worker that died, or that handed it back or
     was relieved of it): an earlier run of it may have left work behind."""
+    suspect: bool = False
+    """A worker died while it rendered beside others: it renders alone now, and a death
+    then is counted against it."""
 
 
 @dataclass(slots=True)
@@ -62,6 +70,10 @@ class _PartitionState:
     """Unfinished offsets and how often each was delivered to a worker that did not finish it."""
     earlier: set[int] = field(default_factory=set)
     """Unfinished offsets delivered before without being charged (handed back, relieved)."""
+    suspects: set[int] = field(default_factory=set)
+    """Unfinished offsets whose worker died while they rendered beside others."""
+    beside: set[int] = field(default_factory=set)
+    """Unfinished offsets rendering beside others now (suspects if the worker dies)."""
     next_offset: int | None = None
     committed: tuple[int, str] | None = None
 
@@ -87,8 +99,9 @@ class OffsetTracker:
         """Start owning `tp` from its committed position and the metadata stored with it."""
         state = _PartitionState()
         if position is not None and position >= 0:
-            done, deliveries, earlier = decode_metadata(metadata, position)
+            done, deliveries, earlier, suspects = decode_metadata(metadata, position)
             state.done, state.deliveries, state.earlier = done, deliveries, earlier
+            state.suspects = suspects
             state.committed = (position, metadata)
         self._partitions[tp] = state
 
@@ -111,20 +124,29 @@ class OffsetTracker:
             state.deliveries[offset] = count
         state.in_flight.add(offset)
         verdict = Verdict.POISON if count > self._max_deliveries else Verdict.RUN
-        return Delivery(verdict, count, earlier)
+        suspect = offset in state.suspects
+        return Delivery(verdict, count, earlier or suspect, suspect=suspect)
 
-    def charge(self, tp: TopicPartition, offset: int) -> None:
-        """Count the delivery of an unfinished record (taken with `charge=False`)."""
+    def charge(self, tp: TopicPartition, offset: int, *, alone: bool = True) -> None:
+        """Count the delivery of an unfinished record (taken with `charge=False`); one
+        that renders beside others (not `alone`) is only a suspect if its worker dies."""
         state = self._partitions.get(tp)
-        if state is not None and offset in state.in_flight:
+        if state is None or offset not in state.in_flight:
+            return
+        if alone:
             state.deliveries[offset] = state.deliveries.get(offset, 0) + 1
+        else:
+            state.beside.add(offset)
 
     def relieve(self, tp: TopicPartition, offset: int) -> None:
         """Stop counting this delivery against an unfinished record: what it still does
         cannot kill the worker (a run that only waits for its pages). It stays marked as
         delivered before."""
         state = self._partitions.get(tp)
-        if state is not None and offset in state.in_flight:
+        if state is not None and offset in state.beside:
+            state.beside.discard(offset)
+            state.earlier.add(offset)
+        elif state is not None and offset in state.in_flight:
             count = state.deliveries.get(offset, 0) - 1
             if count > 0:
                 state.deliveries[offset] = count
@@ -138,6 +160,8 @@ class OffsetTracker:
             state.in_flight.discard(offset)
             state.deliveries.pop(offset, None)
             state.earlier.discard(offset)
+            state.suspects.discard(offset)
+            state.beside.discard(offset)
             state.done.add(offset)
             state.prune()
 
@@ -153,12 +177,16 @@ class OffsetTracker:
         state = self._partitions.get(tp)
         return state.next_offset if state else None
 
-    def run_ahead(self, tp: TopicPartition) -> int:
-        """How far reading has gone past the oldest unfinished offset."""
+    def run_ahead(self, tp: TopicPartition, aside: Collection[int] = ()) -> int:
+        """How far reading has gone past the oldest unfinished offset not in `aside`
+        (records held apart, as pages waiting for their host's pace)."""
         state = self._partitions.get(tp)
-        if state is None or not state.in_flight or state.next_offset is None:
+        if state is None or state.next_offset is None:
             return 0
-        return state.next_offset - min(state.in_flight)
+        unfinished = state.in_flight.difference(aside) if aside else state.in_flight
+        if not unfinished:
+            return 0
+        return state.next_offset - min(unfinished)
 
     def committed_position(self, tp: TopicPartition) -> int | None:
         state = self._partitions.get(tp)
@@ -180,12 +208,15 @@ class OffsetTracker:
                 continue
             deliveries = dict(state.deliveries)
             earlier = set(state.earlier)
+            suspects = state.suspects | state.beside
             if handing_back:
                 for offset in state.in_flight:
-                    if offset in deliveries:
+                    if offset in deliveries and offset not in state.beside:
                         deliveries[offset] -= 1
                 earlier |= state.in_flight
-            commit = (position, encode_metadata(position, state.done, deliveries, earlier))
+                suspects = set(state.suspects)
+            metadata = encode_metadata(position, state.done, deliveries, earlier, suspects)
+            commit = (position, metadata)
             if commit != state.committed:
                 commits[tp] = commit
         return commits
@@ -202,12 +233,17 @@ class OffsetTracker:
 
 
 def encode_metadata(
-    position: int, done: set[int], deliveries: dict[int, int], earlier: set[int] | None = None
+    position: int,
+    done: set[int],
+    deliveries: dict[int, int],
+    earlier: set[int] | None = None,
+    suspects: set[int] | None = None,
 ) -> str:
-    """Compact JSON: a bitset of done offsets from `position`, delivery counts (> 0), and
-    the unfinished offsets delivered before without a charge."""
+    """Compact JSON: a bitset of done offsets from `position`, delivery counts (> 0), the
+    unfinished offsets delivered before without a charge, and the suspects."""
     counts = sorted((o - position, n) for o, n in deliveries.items() if o >= position and n > 0)
     seen = sorted(o - position for o in earlier or () if o >= position)
+    sus = sorted(o - position for o in suspects or () if o >= position)
     above = [o - position for o in done if o > position]
     document: dict[str, object] = {"v": METADATA_VERSION}
     if above:
@@ -219,6 +255,8 @@ def encode_metadata(
         document["dlv"] = [list(pair) for pair in counts]
     if seen:
         document["seen"] = seen
+    if sus:
+        document["sus"] = sus
     text = json.dumps(document, separators=(",", ":"))
     for optional in ("done", "seen"):  # keep the counts: the rest saves work, no more
         if len(text) <= MAX_METADATA_CHARS:
@@ -228,13 +266,15 @@ def encode_metadata(
     return text[:MAX_METADATA_CHARS]
 
 
-def decode_metadata(metadata: str, position: int) -> tuple[set[int], dict[int, int], set[int]]:
-    """The done offsets, delivery counts and offsets delivered before in `metadata`;
-    nothing for foreign metadata."""
+def decode_metadata(
+    metadata: str, position: int
+) -> tuple[set[int], dict[int, int], set[int], set[int]]:
+    """The done offsets, delivery counts, offsets delivered before and suspects in
+    `metadata`; nothing for foreign metadata."""
     try:
         document = json.loads(metadata) if metadata else {}
         if not isinstance(document, dict) or document.get("v") != METADATA_VERSION:
-            return set(), {}, set()
+            return set(), {}, set(), set()
         bits = base64.b64decode(document.get("done", ""), validate=True)
         done = {
             position + byte * 8 + bit
@@ -244,6 +284,7 @@ def decode_metadata(metadata: str, position: int) -> tuple[set[int], dict[int, i
         }
         deliveries = {position + int(delta): int(count) for delta, count in document.get("dlv", [])}
         earlier = {position + int(delta) for delta in document.get("seen", [])}
+        suspects = {position + int(delta) for delta in document.get("sus", [])}
     except (ValueError, TypeError):
-        return set(), {}, set()
-    return done, deliveries, earlier
+        return set(), {}, set(), set()
+    return done, deliveries, earlier, suspects

@@ -11,6 +11,7 @@ from aiokafka import AIOKafkaProducer
 from service.errors import BrokerUnavailableError
 from service.messaging import chunks
 from service.messaging.kafka_config import client_options
+from service.messaging.seal import Seal
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -47,6 +48,8 @@ class Publisher:
         self._settings = settings
         self._timeout_s = settings.kafka_timeout.total_seconds()
         self._chunk_bytes = int(settings.max_message_bytes) - CHUNK_OVERHEAD_BYTES
+        self._seal = Seal.from_settings(settings)
+        """Tags what goes to the deployment's internal topics (`seal.py`)."""
         self._producer = AIOKafkaProducer(
             **client_options(settings),
             acks="all",
@@ -87,8 +90,11 @@ class Publisher:
         chunk_id: str | None = None,
         partition: int | None = None,
     ) -> list[Message]:
-        """The message (or, with `chunk_id`, the chunks) that carry `value`, in order."""
+        """The message (or, with `chunk_id`, the chunks) that carry `value`, in order; on an
+        internal topic each names the deployment and carries the whole value's tag."""
         raw_key = key.encode() if isinstance(key, str) else key
+        if self._seal.seals(topic):
+            headers = [*(headers or []), *self._seal.headers(topic, raw_key, value)]
         parts = (
             chunks.split(value, chunk_id=chunk_id, max_bytes=self._chunk_bytes)
             if chunk_id is not None

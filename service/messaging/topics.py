@@ -126,6 +126,8 @@ async def ensure_topics(settings: Settings) -> list[str]:
     """Create every missing topic; existing ones are left as they are. Returns those created."""
     async with _admin(settings) as admin:
         existing = set(await asyncio.wait_for(admin.list_topics(), ADMIN_DEADLINE_S))
+        wanted = wanted_topics(settings)
+        wanted |= await _partner_counts(admin, settings, existing & set(wanted))
         missing = [
             NewTopic(
                 name,
@@ -133,13 +135,40 @@ async def ensure_topics(settings: Settings) -> list[str]:
                 settings.replication_factor,
                 topic_configs=topic_configs(settings, name),
             )
-            for name, partitions in wanted_topics(settings).items()
+            for name, partitions in wanted.items()
             if name not in existing
         ]
         if missing:
             response = await asyncio.wait_for(admin.create_topics(missing), ADMIN_DEADLINE_S)
             _check_created(response.topic_errors)
         return [topic.name for topic in missing]
+
+
+def _partners(settings: Settings) -> dict[str, tuple[str, ...]]:
+    """Topic -> the topics that must have its partition count (`check_copartitioned`)."""
+    return {
+        settings.requests_topic: (settings.frontier_topic,),
+        settings.pages_topic: (settings.cache_index_topic, settings.cache_bodies_topic),
+    }
+
+
+async def _partner_counts(
+    admin: AIOKafkaAdminClient, settings: Settings, existing: set[str]
+) -> dict[str, int]:
+    """Partition counts for topics to create whose partner exists already: the partner's
+    own count, whatever the settings say (a requests topic made by hand with 1 partition
+    gets a frontier topic of 1), so a worker never makes a pair it then refuses."""
+    partners = {name: made for name, made in _partners(settings).items() if name in existing}
+    if not partners:
+        return {}
+    described = await asyncio.wait_for(admin.describe_topics(list(partners)), ADMIN_DEADLINE_S)
+    counts: dict[str, int] = {}
+    for topic in described:
+        if topic["error_code"] or not topic["partitions"]:
+            continue
+        for made in partners.get(topic["topic"], ()):
+            counts[made] = len(topic["partitions"])
+    return counts
 
 
 async def ready_partitions(settings: Settings) -> dict[str, int]:

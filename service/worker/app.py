@@ -31,6 +31,7 @@ from service.messaging.dead_letter import send_dead_letter
 from service.messaging.failures import PublishError, root_cause
 from service.messaging.offsets import Verdict
 from service.messaging.publisher import Message, Publisher
+from service.messaging.seal import Seal
 from service.messaging.topics import check_copartitioned, ensure_topics, ready_partitions
 from service.net.policy import UrlPolicy
 from service.paths import PageRenderer
@@ -78,6 +79,8 @@ class Worker:
         """The coordinator's consumer (its runs relieve their records through it)."""
         self._stop_requested = asyncio.Event()
         self._active = ActiveRuns()
+        self._seal = Seal.from_settings(settings)
+        """Tags and checks internal records (`run` gives it the worker's counter)."""
         """request_id -> its runs and pages in progress here: a cancel reaches them at once."""
 
     @property
@@ -99,6 +102,18 @@ class Worker:
         counts = await ready_partitions(settings)
         check_copartitioned(settings, counts)
         policy = UrlPolicy.from_settings(settings)
+        rejected = self._metrics.internal_records_rejected
+        self._seal = Seal.from_settings(
+            settings, on_rejected=lambda topic, reason: rejected.labels(topic, reason).inc()
+        )
+        if not self._seal.authenticated:
+            log.warning(
+                "internal.unauthenticated",
+                deployment=self._seal.deployment,
+                note="CRAWL_CLUSTER_SECRET is unset: internal records carry a tag anyone "
+                "who knows the deployment's name can make; set it (and the Kafka ACLs of "
+                "deploy/kafka/acls.sh) so that no producer can forge a task or an outcome",
+            )
         async with contextlib.AsyncExitStack() as stack:
             refusals = RefusedTargets()
             proxy = await stack.enter_async_context(
@@ -112,7 +127,7 @@ class Worker:
             placement: PagePartitions | None = None
             publisher: Publisher | None = None
             if self._coordinates:
-                tail = await stack.enter_async_context(FrontierTail(settings))
+                tail = await stack.enter_async_context(FrontierTail(settings, self._seal))
                 tail.set_partitions(counts[settings.frontier_topic])
                 # Each role has its own producer: aiokafka sends one produce request per
                 # broker at a time, so the fetcher's results would otherwise queue behind
@@ -155,6 +170,7 @@ class Worker:
                 "worker.started",
                 worker=settings.worker_name,
                 role=settings.role,
+                deployment=settings.deployment,
                 group=settings.group_id,
                 fetcher_group=settings.fetcher_group_id,
                 topic=settings.requests_topic,
@@ -225,6 +241,7 @@ class Worker:
             cache=cache,
             static=static,
             changes=changes,
+            seal=self._seal,
         )
         handlers: list[Fetcher] = []
         consumer = RecordConsumer(
@@ -262,7 +279,9 @@ class Worker:
         partitions = counts[settings.pages_topic]
         if settings.host_placement == "hash":
             return Hashed(partitions)
-        return await stack.enter_async_context(HostDirectory(settings, publisher, partitions))
+        return await stack.enter_async_context(
+            HostDirectory(settings, publisher, partitions, self._seal)
+        )
 
     async def _memory_gate(self, stack: contextlib.AsyncExitStack) -> MemoryGate:
         """The sampler feeds the gate, which applies the governor's decisions."""

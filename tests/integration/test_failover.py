@@ -50,11 +50,12 @@ async def test_a_page_that_kills_its_fetcher_gets_a_poison_result(
 ):
     """Killed while one page renders: once in the local lane (the first worker's fetcher
     owns every page partition, so its coordinator hands it the pages directly and no page
-    record counts that death), then CRAWL_MAX_DELIVERIES (3) times as the redelivered
-    request's page record on the pages topic. The next delivery of that record is not
-    rendered; the page gets a failed result with code `poison`, the request's other page
-    is `ok`, and the run completes. The request itself is not quarantined (before: it went
-    to the dead letters and every URL failed `poison`)."""
+    record counts that death), once as the redelivered request's page record rendering
+    beside others (that death makes it a suspect only), then CRAWL_MAX_DELIVERIES (3) times
+    while it renders alone. The next delivery of that record is not rendered; the page gets
+    a failed result with code `poison`, the request's other page is `ok`, and the run
+    completes. The request itself is not quarantined (before: it went to the dead letters
+    and every URL failed `poison`)."""
     poison, fine = site.url("/slow/poison-1?ms=600000"), site.url("/page/1")
     first = await start_worker("poison-0", CRAWL_WORKER_NAME="pw", **STATIC)
     await collector.wait_until(lambda _: _owns_page_partitions(first), deadline_s=120)
@@ -64,7 +65,7 @@ async def test_a_page_that_kills_its_fetcher_gets_a_poison_result(
         deadline_s=120,
     )  # the other page answered, this one loading in the lane
     await first.kill()
-    for death in range(1, 4):
+    for death in range(1, 5):
         worker = await start_worker(f"poison-{death}", CRAWL_WORKER_NAME="pw", **STATIC)
         await collector.wait_until(
             lambda _, n=death: site.hits["/slow/poison-1"] > n, deadline_s=120
@@ -89,9 +90,9 @@ async def test_a_page_that_kills_its_fetcher_gets_a_poison_result(
     # each worker's coordinator ran the request again if it got the partition before the
     # kill (the fetcher may render first); the last one completed it
     assert terminal.run_id == _runs(collector, "poison-1")[-1]
-    # one render in the lane, uncounted, and three counted on the topic (had the first
-    # taken the topic, the fourth delivery would have been the poison one: 3 hits)
-    assert site.hits["/slow/poison-1"] == 4
+    # one render in the lane, uncounted, one on the topic that made it a suspect, and
+    # three counted while it rendered alone
+    assert site.hits["/slow/poison-1"] == 5
     events = [entry["event"] for entry in survivor.events()]
     assert "page.poison" in events
     assert "request.poison" not in events

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+import _state
 from _params import query_int
 from aiohttp import web
 from testsite import SHUTDOWN_TIMEOUT_SECONDS, build_app
@@ -54,6 +55,8 @@ class HostLoad:
 class HostSite:
     port: int
     load: HostLoad
+    hits: Counter[str]
+    """Requests per path (any host), as `TestSite.hits`."""
 
     def origin(self, n: int) -> str:
         """The origin of the `n`-th host."""
@@ -129,6 +132,6 @@ async def serve_hosts(port: int = 0) -> AsyncIterator[HostSite]:
         await runner.setup()
         try:
             await web.SockSite(runner, sock).start()
-            yield HostSite(port=bound, load=load)
+            yield HostSite(port=bound, load=load, hits=app[_state.HITS])
         finally:
             await runner.cleanup()

@@ -32,6 +32,7 @@ from service.contracts import FrontierRecord, PageTask, RecordSource, dump
 from service.control import ActiveRuns
 from service.messaging.offsets import Delivery, Verdict
 from service.messaging.publisher import JSON_HEADERS
+from service.messaging.seal import Seal
 from service.messaging.topics import partition_for
 from service.metrics import Metrics
 from service.settings import Settings
@@ -91,6 +92,8 @@ class Pipeline:
         """Page records whose render began (the fetcher charged their delivery)."""
         self.uncharged: list[Record] = []
         """Page records whose render ended (the fetcher relieved their delivery)."""
+        self.aside: set[tuple[int, int]] = set()
+        """Page records (partition, offset) set aside now: waiting for their host's pace."""
         self.fetcher = Fetcher(
             self.fetcher_deps,
             self.active,
@@ -216,8 +219,19 @@ class Pipeline:
         self.peak[window] = max(self.peak[window], self._unfinished[window])
 
     def record(
-        self, key: str, value: bytes, headers: list[tuple[str, bytes]] | None = None
+        self,
+        key: str,
+        value: bytes,
+        headers: list[tuple[str, bytes]] | None = None,
+        *,
+        sealed: bool = True,
     ) -> Record:
+        """A page record as a coordinator of the deployment writes it (`sealed`: with its
+        deployment and tag headers, as the real publisher adds them)."""
+        headers = list(headers or JSON_HEADERS)
+        if sealed:
+            topic = self.settings.pages_topic
+            headers += Seal.from_settings(self.settings).headers(topic, key.encode(), value)
         partition = partition_for(key, self.settings.page_partitions)
         offset = self._offsets[partition]
         self._offsets[partition] += 1
@@ -232,7 +246,7 @@ class Pipeline:
             checksum=None,
             serialized_key_size=len(key),
             serialized_value_size=len(value),
-            headers=tuple(headers or JSON_HEADERS),
+            headers=tuple(headers),
         )
 
     def _hand(self, record: Record, task: PageTask) -> None:
@@ -248,8 +262,15 @@ class _Deliveries:
     def __init__(self, pipeline: Pipeline) -> None:
         self._pipeline = pipeline
 
-    async def charge(self, record: Record) -> None:
+    async def charge(self, record: Record, *, alone: bool) -> None:
+        del alone
         self._pipeline.charged.append(record)
 
     def relieve(self, record: Record) -> None:
         self._pipeline.uncharged.append(record)
+
+    def set_aside(self, record: Record) -> None:
+        self._pipeline.aside.add((record.partition, record.offset))
+
+    def taken_back(self, record: Record) -> None:
+        self._pipeline.aside.discard((record.partition, record.offset))

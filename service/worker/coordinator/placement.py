@@ -29,6 +29,7 @@ from service.errors import BrokerUnavailableError
 from service.logs import get_logger
 from service.messaging.kafka_config import client_options
 from service.messaging.polling import PollLoop
+from service.messaging.seal import Seal
 from service.messaging.topics import partition_for
 
 if TYPE_CHECKING:
@@ -146,8 +147,12 @@ class HostDirectory:
     """The coordinators' shared directory on `crawl.hosts`; an async context manager that
     returns once the topic is read to its end as of start, then follows it all the time."""
 
-    def __init__(self, settings: Settings, publisher: Publisher, partitions: int) -> None:
+    def __init__(
+        self, settings: Settings, publisher: Publisher, partitions: int, seal: Seal | None = None
+    ) -> None:
         self._topic = settings.hosts_topic
+        self._seal = seal or Seal.from_settings(settings)
+        """Only this deployment's authentic placements are followed."""
         self._publisher = publisher
         self._timeout_s = settings.kafka_timeout.total_seconds()
         self._placements = Placements(partitions)
@@ -276,6 +281,8 @@ class HostDirectory:
         """One record, in order; one that cannot be read is skipped (logged, never fatal)."""
         if record.key is None or record.value is None:
             self._skip(record, "a directory record needs a key and a value")
+            return
+        if not self._seal.admits(self._topic, record.key, record.value, list(record.headers)):
             return
         try:
             key = record.key.decode()

@@ -13,6 +13,10 @@ the waiting pages of a request rendering beyond its share do not hold up intake 
 run oldest first, one share after another. A page whose host already renders
 `per_host` pages waits without a slot, and the slot goes to a page of another host. Requests
 and hosts with nothing waiting or running leave nothing behind.
+
+A page that must render alone (a suspect: a worker died while it rendered beside others)
+goes before all of these: while one waits, no other page starts; it starts once nothing
+runs, and nothing starts beside it until it ends.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ class PageTicket:
     request: str
     priority: int
     host: str
+    alone: bool = False
+    """The page renders with no other page running (a suspect)."""
 
 
 @dataclass(slots=True, eq=False, kw_only=True)
@@ -78,6 +84,9 @@ class SlotQueue(Generic[T]):
         self.limits = limits
         self._lanes: dict[str, _Lane[T]] = {}
         self._handed_back: list[Waiting[T]] = []
+        self._alone: list[Waiting[T]] = []
+        """Pages waiting to render alone, in arrival order."""
+        self._alone_running = 0
         self._by_request: Counter[str] = Counter()
         self._by_host: Counter[str] = Counter()
         self._orders = 0
@@ -88,7 +97,8 @@ class SlotQueue(Generic[T]):
 
     @property
     def waiting(self) -> int:
-        return len(self._handed_back) + sum(lane.waiting for lane in self._lanes.values())
+        lanes = sum(lane.waiting for lane in self._lanes.values())
+        return len(self._handed_back) + len(self._alone) + lanes
 
     @property
     def overtakable(self) -> int:
@@ -109,6 +119,9 @@ class SlotQueue(Generic[T]):
     def push(self, ticket: PageTicket, item: T, *, handed_back: bool = False) -> Waiting[T]:
         self._orders += 1
         entry = Waiting(ticket=ticket, item=item, order=self._orders, handed_back=handed_back)
+        if ticket.alone:
+            self._alone.append(entry)
+            return entry
         if handed_back:
             self._handed_back.append(entry)
             return entry
@@ -124,6 +137,9 @@ class SlotQueue(Generic[T]):
         if not entry.queued:
             return
         entry.queued = False
+        if entry.ticket.alone:
+            self._alone.remove(entry)
+            return
         if entry.handed_back:
             self._handed_back.remove(entry)
             return
@@ -133,6 +149,8 @@ class SlotQueue(Generic[T]):
 
     def pop(self) -> Waiting[T] | None:
         """The page that gets a free slot now (counted as running), or None if none may start."""
+        if self._alone_running or self._alone:
+            return self._pop_alone()
         entry = self._first_handed_back() or self._first(share=True) or self._first(share=False)
         if entry is None:
             return None
@@ -147,13 +165,28 @@ class SlotQueue(Generic[T]):
         self._by_host[entry.ticket.host] += 1
         return entry
 
+    def _pop_alone(self) -> Waiting[T] | None:
+        """The first page waiting to render alone, once nothing runs (None meanwhile)."""
+        if self._alone_running or self.running or not self._alone:
+            return None
+        entry = self._alone.pop(0)
+        entry.queued = False
+        self._alone_running += 1
+        self._by_request[entry.ticket.request] += 1
+        self._by_host[entry.ticket.host] += 1
+        return entry
+
     @property
     def startable(self) -> bool:
         """A waiting page could take a free slot now (its host has room); memory aside."""
+        if self._alone_running or self._alone:
+            return bool(self._alone) and not self._alone_running and not self.running
         return (self._first_handed_back() or self._first(share=False)) is not None
 
     def done(self, ticket: PageTicket) -> None:
         """A page that was popped stopped running."""
+        if ticket.alone:
+            self._alone_running -= 1
         for counter, key in ((self._by_request, ticket.request), (self._by_host, ticket.host)):
             counter[key] -= 1
             if counter[key] <= 0:

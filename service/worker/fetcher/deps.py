@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from service.http.robots import RobotsCache
     from service.http.static import StaticFetcher
     from service.messaging.publisher import Publisher
+    from service.messaging.seal import Seal
     from service.metrics import Metrics
     from service.net.policy import UrlPolicy
     from service.paths import PageRenderer
@@ -46,3 +47,6 @@ class FetcherDeps:
     """The HTTP client through the egress proxy, for the cache's conditional requests."""
     changes: ChangeTracker | None = None
     """Compares tracked pages with their history and publishes changes (None: no tracking)."""
+    seal: Seal | None = None
+    """Checks that a page record is this deployment's and authentic (None: one from the
+    settings, counting nowhere)."""

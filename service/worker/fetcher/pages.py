@@ -36,6 +36,7 @@ from service.worker.fetcher.scheduler import PageTicket
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+    from contextlib import AbstractContextManager
 
     from service.browser.context import RequestContext
     from service.browser.pool import BrowserPool
@@ -60,10 +61,16 @@ run's `last` page hands it back at once."""
 
 
 class Rendering(Protocol):
-    """Counts a page's delivery against it while it renders (`CRAWL_MAX_DELIVERIES`), and
-    hears when it got its slot (it no longer waits in its partition's queue)."""
+    """Counts a page's delivery against it while it renders (`CRAWL_MAX_DELIVERIES`), hears
+    when it got its slot (it no longer waits in its partition's queue), and holds its record
+    apart while it waits for its host's pace (`pacing`)."""
+
+    @property
+    def alone(self) -> bool:
+        """The page is a suspect: it renders with no other page of this worker."""
 
     def started(self) -> None: ...
+    def pacing(self) -> AbstractContextManager[None]: ...
     async def begin(self) -> None: ...
     def end(self) -> None: ...
 
@@ -360,12 +367,14 @@ class PageStage:
         host = host_key(task.url)
         scheduler = self._deps.scheduler
         if self._backoff.waiting_s(host) > 0:
-            with scheduler.pacing():
+            with scheduler.pacing(), charge.pacing():
                 await self._backoff.turn(host)
         if task.delay_ms > 0:
-            with scheduler.pacing():
+            with scheduler.pacing(), charge.pacing():
                 await self._pacer.turn(task.run_id, host, task.delay_ms / 1000)
-        ticket = PageTicket(request=task.run_id, priority=task.priority, host=host)
+        ticket = PageTicket(
+            request=task.run_id, priority=task.priority, host=host, alone=charge.alone
+        )
 
         async def render() -> PageContent:
             # A page that kills its worker is counted while it renders: the count is

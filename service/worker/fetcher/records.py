@@ -38,10 +38,11 @@ from service.messaging.dead_letter import send_dead_letter
 from service.messaging.offsets import Verdict
 from service.messaging.outbox import Outbox
 from service.messaging.publisher import JSON_HEADERS
+from service.messaging.seal import Seal
 from service.worker.fetcher.pages import HostPacer, PageStage, Rendering, RunContexts
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from aiokafka import ConsumerRecord
 
@@ -75,30 +76,49 @@ LANE_RECORDS_CLOSE_S: Final = 10.0
 
 
 class Deliveries(Protocol):
-    """The pages consumer's delivery counts (`RecordConsumer.charge` and `relieve`)."""
+    """The pages consumer's delivery counts (`RecordConsumer.charge` and `relieve`), and
+    its records set aside while they wait for their host's pace (`set_aside`)."""
 
-    async def charge(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
+    async def charge(self, record: ConsumerRecord[bytes, bytes], *, alone: bool) -> None: ...
     def relieve(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
+    def set_aside(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
+    def taken_back(self, record: ConsumerRecord[bytes, bytes]) -> None: ...
 
 
 class _Charge:
-    """A page's delivery counts against its record only while the page renders."""
+    """A page's delivery counts against its record only while the page renders; while it
+    waits for its host's pace, its record is set aside (read past, out of its partition's
+    queue)."""
 
     def __init__(
         self,
         deliveries: Deliveries,
         record: ConsumerRecord[bytes, bytes],
-        on_slot: Callable[[], None],
+        backlog: _Backlog,
+        *,
+        suspect: bool = False,
     ) -> None:
         self._deliveries = deliveries
         self._record = record
-        self._on_slot = on_slot
+        self._backlog = backlog
+        self.alone = suspect
+        """A suspect renders alone, and a death then is counted against it; any other
+        page renders beside others, and a death only makes it a suspect."""
 
     def started(self) -> None:
-        self._on_slot()
+        self._backlog.rendering()
+
+    @contextlib.contextmanager
+    def pacing(self) -> Iterator[None]:
+        self._deliveries.set_aside(self._record)
+        try:
+            with self._backlog.aside():
+                yield
+        finally:
+            self._deliveries.taken_back(self._record)
 
     async def begin(self) -> None:
-        await self._deliveries.charge(self._record)
+        await self._deliveries.charge(self._record, alone=self.alone)
 
     def end(self) -> None:
         self._deliveries.relieve(self._record)
@@ -107,8 +127,13 @@ class _Charge:
 class _NoCharge:
     """A local page has no record to count its render against."""
 
+    alone = False
+
     def started(self) -> None:
         return None
+
+    def pacing(self) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
 
     async def begin(self) -> None:
         return None
@@ -271,16 +296,38 @@ class _Backlog:
         scheduler.accept(1)
         self._queues = queues
         self._partition = partition
-        if queues is not None:
-            queues[partition] += 1
+        self._queued = False
+        """Counted in its partition's queue now."""
+        self._enter()
+
+    @contextlib.contextmanager
+    def aside(self) -> Iterator[None]:
+        """The page waits for its host's pace: out of its partition's queue meanwhile (it is
+        no work a slot could start, so the partition is read on)."""
+        was = self._queued
+        self._exit()
+        try:
+            yield
+        finally:
+            if was:
+                self._enter()
 
     def rendering(self) -> None:
-        """The page got a slot: out of its partition's queue (once)."""
-        if self._queues is not None:
+        """The page got a slot: out of its partition's queue for good."""
+        self._exit()
+        self._queues = None
+
+    def _enter(self) -> None:
+        if self._queues is not None and not self._queued:
+            self._queues[self._partition] += 1
+            self._queued = True
+
+    def _exit(self) -> None:
+        if self._queues is not None and self._queued:
             self._queues[self._partition] -= 1
             if self._queues[self._partition] <= 0:
                 del self._queues[self._partition]
-            self._queues = None
+            self._queued = False
 
     def leave(self) -> None:
         self.rendering()
@@ -340,6 +387,7 @@ class Fetcher:
         self._queues: Counter[int] = Counter()
         """Page records of each partition taken and waiting for a slot (`queued`)."""
         self._stage = PageStage(deps, self.contexts, HostPacer())
+        self._seal = deps.seal or Seal.from_settings(deps.settings)
         self.lane_records = LaneRecords(
             deps.publisher, deps.settings.frontier_topic, on_resend=deps.metrics.publish_retries.inc
         )
@@ -375,6 +423,10 @@ class Fetcher:
         owned: asyncio.Event,
         backlog: _Backlog,
     ) -> None:
+        if not self._seal.admits(
+            record.topic, record.key, record.value or b"", list(record.headers)
+        ):
+            return  # another deployment's task, or a forged one: no result anywhere
         try:
             task = PageTask.model_validate_json(record.value or b"")
         except ValidationError as exc:
@@ -390,14 +442,16 @@ class Fetcher:
         ):
             if delivery.verdict is Verdict.POISON:
                 message = (
-                    f"page delivered {delivery.count} times; each earlier delivery ended with "
-                    f"its fetcher dying while rendering it "
+                    f"page delivered {delivery.count} times; {delivery.count - 1} of the "
+                    f"earlier deliveries ended with its fetcher dying while it rendered alone "
                     f"(CRAWL_MAX_DELIVERIES={self._deps.settings.max_deliveries})"
                 )
                 log.error("page.poison", deliveries=delivery.count)
                 await self._answer(task, owned, backlog, failed(ErrorCode.POISON, message))
             else:
-                charge = _Charge(self._deliveries, record, backlog.rendering)
+                if delivery.suspect:
+                    log.info("page.suspect", deliveries=delivery.count)
+                charge = _Charge(self._deliveries, record, backlog, suspect=delivery.suspect)
                 await self._answer(
                     task,
                     owned,

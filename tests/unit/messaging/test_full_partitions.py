@@ -5,6 +5,8 @@ kept from the free slots."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aiokafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
@@ -41,3 +43,32 @@ async def test_only_the_full_partition_is_held():
     full.clear()
     assert consumer._apply_backpressure(room=10) == set()  # noqa: SLF001
     await inner.stop()  # never started; closes its client
+
+
+async def test_records_set_aside_leave_room_up_to_the_paced_bound():
+    """Records waiting for their host's pace count against `CRAWL_MAX_PACED_PAGES`, not
+    against the records in flight; beyond that bound they count again."""
+    settings = Settings(worker_name="unit", max_paced_pages=2)  # type: ignore[arg-type]
+    metrics = Metrics(CollectorRegistry())
+    spec = ConsumerSpec.pages(settings, metrics)
+    consumer = RecordConsumer(settings, _never, metrics, spec=spec)
+    busy = {PARTS[0]: {object() for _ in range(spec.max_in_flight)}}
+    consumer._tasks = busy  # type: ignore[assignment]  # noqa: SLF001
+    assert consumer._fetch_room() == 0  # noqa: SLF001
+    records = [_Record(PARTS[0].topic, 0, offset) for offset in range(3)]
+    consumer.set_aside(records[0])  # type: ignore[arg-type]
+    consumer.set_aside(records[1])  # type: ignore[arg-type]
+    assert consumer._fetch_room() == 2  # noqa: SLF001
+    consumer.set_aside(records[2])  # type: ignore[arg-type]
+    assert consumer._fetch_room() == 2  # noqa: SLF001  # the third counts as in flight
+    for record in records:
+        consumer.taken_back(record)  # type: ignore[arg-type]
+    assert consumer._fetch_room() == 0  # noqa: SLF001
+    await consumer._consumer.stop()  # noqa: SLF001  # never started; closes its client
+
+
+@dataclass(frozen=True)
+class _Record:
+    topic: str
+    partition: int
+    offset: int

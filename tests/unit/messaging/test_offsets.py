@@ -67,6 +67,16 @@ def test_run_ahead_measures_distance_from_the_oldest_unfinished():
     assert tracker.run_ahead(P0) == 0
 
 
+def test_run_ahead_does_not_count_from_records_set_aside():
+    """A record waiting for its host's pace does not hold its partition's run-ahead."""
+    tracker = OffsetTracker()
+    for offset in range(100, 110):
+        tracker.delivered(P0, offset)
+    assert tracker.run_ahead(P0, aside={100, 101}) == 8
+    assert tracker.run_ahead(P0, aside=set(range(100, 110))) == 0
+    assert tracker.to_commit([P0])[P0][0] == 100  # still uncommitted
+
+
 def test_the_next_owner_skips_what_was_done_above_the_committed_offset():
     """Completed requests behind an unfinished one are not run again after a failover."""
     first = OffsetTracker()
@@ -114,10 +124,10 @@ def test_a_record_handed_back_on_purpose_is_not_counted():
 def test_metadata_round_trips_and_ignores_foreign_text():
     """The encoding is compact and anything that is not ours decodes to nothing."""
     done = {101, 102, 140}
-    text = encode_metadata(100, done, {100: 2, 103: 1})
-    assert decode_metadata(text, 100) == (done, {100: 2, 103: 1}, set())
-    assert decode_metadata("written by another tool", 100) == (set(), {}, set())
-    assert decode_metadata('{"v": 99, "done": "AA=="}', 100) == (set(), {}, set())
+    text = encode_metadata(100, done, {100: 2, 103: 1}, suspects={104})
+    assert decode_metadata(text, 100) == (done, {100: 2, 103: 1}, set(), {104})
+    assert decode_metadata("written by another tool", 100) == (set(), {}, set(), set())
+    assert decode_metadata('{"v": 99, "done": "AA=="}', 100) == (set(), {}, set(), set())
 
 
 def test_metadata_stays_within_the_brokers_limit():
@@ -126,7 +136,7 @@ def test_metadata_stays_within_the_brokers_limit():
     deliveries = dict.fromkeys(range(0, 4097, 64), 2)
     text = encode_metadata(0, done, deliveries)
     assert len(text) <= MAX_METADATA_CHARS
-    assert decode_metadata(text, 0) == (done, deliveries, set())
+    assert decode_metadata(text, 0) == (done, deliveries, set(), set())
 
 
 def test_a_record_fetched_again_while_it_runs_is_not_started_twice():
@@ -192,7 +202,7 @@ def test_relieving_keeps_the_charges_of_earlier_deliveries():
     assert owner.delivered(P0, 4).count == 3
     owner.relieve(P0, 4)
     _, metadata = owner.to_commit([P0])[P0]
-    assert decode_metadata(metadata, 4) == (set(), {4: 2}, {4})
+    assert decode_metadata(metadata, 4) == (set(), {4: 2}, {4}, set())
 
 
 def test_a_record_handed_back_is_marked_delivered_before():
@@ -213,11 +223,45 @@ def test_a_finished_record_is_no_longer_earlier():
     owner.delivered(P0, 3)
     owner.finished(P0, 3)
     position, metadata = owner.to_commit([P0])[P0]
-    assert decode_metadata(metadata, position) == (set(), {}, {4})
+    assert decode_metadata(metadata, position) == (set(), {}, {4}, set())
 
 
 def test_metadata_round_trips_the_offsets_seen_before():
     """The `seen` key carries the uncharged earlier deliveries above the position only."""
     text = encode_metadata(100, {102}, {101: 1}, {99, 100, 103})
     assert '"seen":[0,3]' in text
-    assert decode_metadata(text, 100) == ({102}, {101: 1}, {100, 103})
+    assert decode_metadata(text, 100) == ({102}, {101: 1}, {100, 103}, set())
+
+
+def test_a_death_beside_others_makes_a_suspect_and_only_deaths_alone_count():
+    """A page record charged beside others is not counted: its next delivery is a suspect
+    (it renders alone); a death while it renders alone is counted towards `poison`."""
+    beside = OffsetTracker(max_deliveries=1)
+    beside.restore(P0, 5, "")
+    beside.delivered(P0, 5, charge=False)
+    beside.charge(P0, 5, alone=False)
+    _, metadata = beside.to_commit([P0])[P0]  # the worker dies here
+    owner = _next_owner(metadata, 5, max_deliveries=1)
+    again = owner.delivered(P0, 5, charge=False)
+    assert (again.verdict, again.count, again.suspect) == (Verdict.RUN, 1, True)
+
+    owner.charge(P0, 5, alone=True)
+    _, metadata = owner.to_commit([P0])[P0]  # dies again, the page alone
+    last = _next_owner(metadata, 5, max_deliveries=1).delivered(P0, 5, charge=False)
+    assert (last.verdict, last.count, last.suspect) == (Verdict.POISON, 2, True)
+
+
+def test_a_page_that_rendered_beside_others_and_ended_is_no_suspect():
+    """Relieved (its render ended), a page charged beside others is not marked; handed
+    back on purpose (shutdown), neither."""
+    tracker = OffsetTracker(max_deliveries=1)
+    tracker.restore(P0, 5, "")
+    tracker.delivered(P0, 5, charge=False)
+    tracker.delivered(P0, 6, charge=False)
+    tracker.charge(P0, 5, alone=False)
+    tracker.relieve(P0, 5)
+    tracker.charge(P0, 6, alone=False)
+    _, metadata = tracker.to_commit([P0], handing_back=True)[P0]
+    owner = _next_owner(metadata, 5, max_deliveries=1)
+    assert not owner.delivered(P0, 5, charge=False).suspect
+    assert not owner.delivered(P0, 6, charge=False).suspect

@@ -15,6 +15,8 @@ from waiting import until
 
 from service.contracts import CrawlOptions, ErrorCode, FrontierRecord, PageTask, dump, utc_now
 from service.messaging.offsets import Delivery, Verdict
+from service.messaging.seal import Seal
+from service.settings import Settings
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from service.contracts import PageResult
 
 URL = "http://site.test/hang/1"
+PAGES = Settings().pages_topic
 
 
 @pytest.fixture
@@ -218,3 +221,46 @@ async def test_room_in_the_backlog_goes_to_the_oldest_run_waiting_first(hanging)
     await pipeline.page(_task("http://site.test/b"))
     assert older.done()
     assert not newer.done()
+
+
+async def test_a_page_waiting_for_its_hosts_pace_is_set_aside_and_out_of_its_queue():
+    """The second page of a run paced at `delay_ms` waits for its turn: its record is set
+    aside (the partition is read past it) and it is not in its partition's queue; cancelled
+    there (the worker stops), it leaves nothing behind in the queue."""
+    pipeline = Pipeline(FakeSite())
+    first = _task("http://site.test/page/1", delay_ms=60_000)
+    second = _task("http://site.test/page/2", delay_ms=60_000)
+    records = [pipeline.record("site.test", dump(task)) for task in (first, second)]
+    handled = [
+        asyncio.create_task(pipeline.fetcher.handle(record, FIRST_DELIVERY, pipeline.owned))
+        for record in records
+    ]
+    await until(lambda: pipeline.answered(first.url) and len(pipeline.aside) == 1)
+    partition = records[1].partition
+    assert pipeline.aside == {(partition, records[1].offset)}
+    assert pipeline.fetcher.queued(partition) == 0
+    handled[1].cancel()
+    await asyncio.gather(*handled, return_exceptions=True)
+    assert pipeline.aside == set()
+    assert pipeline.fetcher.queued(partition) == 0
+    await pipeline.close()
+
+
+@pytest.mark.parametrize("writer", ["another deployment", "a forger"])
+async def test_a_page_record_not_of_this_deployment_gets_no_answer_at_all(hanging, writer):
+    """A task of another deployment (its own tag), or one without a valid tag: not
+    rendered, no result, no page record, no dead letter; the record is finished."""
+    pipeline, site = hanging
+    value = dump(_task("http://site.test/page/1"))
+    if writer == "another deployment":
+        other = Settings(worker_name="unit", group_id="elsewhere", pages_topic=PAGES)
+        headers = Seal.from_settings(other).headers(PAGES, b"site.test", value)
+    else:
+        headers = [("crawlstream-tag", b"0" * 64)]
+    record = pipeline.record("site.test", value, headers, sealed=False)
+
+    await pipeline.fetcher.handle(record, FIRST_DELIVERY, pipeline.owned)
+
+    assert pipeline.publisher.log == []
+    assert site.hits == {}
+    assert (pipeline.scheduler.in_flight, pipeline.scheduler.backlog) == (0, 0)

@@ -130,3 +130,21 @@ def test_removed_and_finished_pages_leave_nothing_behind():
     assert third.item == "a2"
     queue.done(third.ticket)
     assert (queue.running, queue.waiting, queue.tracked) == (0, 0, 0)
+
+
+def test_a_suspect_waits_for_every_page_to_end_then_renders_alone():
+    """A page that must render alone stops new pages from starting, starts once nothing
+    runs, and nothing starts beside it until it ends."""
+    queue = _queue(per_request=8)
+    running = _push(queue, "a", 3, priority=0)
+    assert _pop(queue, 2) == ["a0", "a1"]
+    suspect = queue.push(PageTicket(request="s", priority=5, host="x", alone=True), "s0")
+    assert _pop(queue, 1) == [None]  # a2 waits: the suspect goes first
+    assert not queue.startable
+    queue.done(running[0].ticket)
+    assert _pop(queue, 1) == [None]  # a1 still runs
+    queue.done(running[1].ticket)
+    assert queue.startable
+    assert _pop(queue, 2) == ["s0", None]  # alone
+    queue.done(suspect.ticket)
+    assert _pop(queue, 1) == ["a2"]
