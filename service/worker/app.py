@@ -42,7 +42,8 @@ from service.worker.coordinator.page_keys import page_key
 from service.worker.coordinator.placement import Hashed, HostDirectory
 from service.worker.coordinator.run import Run
 from service.worker.fetcher.deps import FetcherDeps
-from service.worker.fetcher.records import Fetcher, LocalLane
+from service.worker.fetcher.lane import LocalLane
+from service.worker.fetcher.records import Fetcher
 from service.worker.fetcher.scheduler import PageScheduler, SlotLimits
 
 if TYPE_CHECKING:

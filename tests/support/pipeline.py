@@ -37,7 +37,8 @@ from service.messaging.topics import partition_for
 from service.metrics import Metrics
 from service.settings import Settings
 from service.worker.coordinator.run import Run
-from service.worker.fetcher.records import Fetcher, LocalLane
+from service.worker.fetcher.lane import LocalLane
+from service.worker.fetcher.records import Fetcher
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from waiting import until
 
 from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, EventType, FrontierRecord
-from service.worker.fetcher.records import LANE_RECORDS_BATCH, LaneRecords
+from service.worker.fetcher.lane import LANE_RECORDS_BATCH, LaneRecords
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
