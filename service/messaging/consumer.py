@@ -107,50 +107,6 @@ class ConsumerSpec:
     held: Gauge | None = None
     """Partitions not read now (full, read far enough ahead, or everything paused)."""
 
-    @classmethod
-    def requests(
-        cls,
-        settings: Settings,
-        metrics: Metrics,
-        on_assigned: Callable[[set[TopicPartition]], Awaitable[None]] | None = None,
-    ) -> ConsumerSpec:
-        return cls(
-            topic=settings.requests_topic,
-            group_id=settings.group_id,
-            name="request",
-            max_in_flight=settings.max_requests_in_flight,
-            run_ahead=settings.max_partition_run_ahead,
-            lag=metrics.consumer_lag,
-            in_flight=metrics.requests_in_flight,
-            paused=metrics.paused,
-            pauses=metrics.pauses,
-            rebalances=metrics.rebalances,
-            skipped=metrics.records_skipped,
-            on_assigned=on_assigned,
-        )
-
-    @classmethod
-    def pages(cls, settings: Settings, metrics: Metrics) -> ConsumerSpec:
-        return cls(
-            topic=settings.pages_topic,
-            group_id=settings.fetcher_group_id,
-            name="page",
-            # queued, rendering, and as many again publishing their results
-            max_in_flight=settings.max_queued_pages + 2 * settings.max_page_slots,
-            # A partition is a host (or a few): one hot host is the usual case, and its
-            # backlog is bounded by the memory gate (`CRAWL_MAX_QUEUED_PAGES`), not by a
-            # run-ahead shorter than that backlog.
-            run_ahead=settings.max_queued_pages + 2 * settings.max_page_slots,
-            lag=metrics.page_consumer_lag,
-            in_flight=metrics.page_records_in_flight,
-            paused=metrics.page_partitions_paused,
-            pauses=metrics.page_pauses,
-            rebalances=metrics.page_rebalances,
-            skipped=metrics.page_records_skipped,
-            charge_on_delivery=False,
-            held=metrics.page_partitions_held,
-        )
-
 
 class Holds:
     """Partitions not read now, and since when: those held for `pause_after_s` are to be
@@ -176,13 +132,14 @@ class RecordConsumer:
         settings: Settings,
         handler: Handler,
         metrics: Metrics,
+        *,
+        spec: ConsumerSpec,
         should_pause: Callable[[], bool] = lambda: False,
         intake_room: Callable[[], int] | None = None,
-        spec: ConsumerSpec | None = None,
         full: Callable[[int], bool] = lambda _: False,
     ) -> None:
         self._settings = settings
-        self._spec = spec or ConsumerSpec.requests(settings, metrics)
+        self._spec = spec
         self._handler = handler
         self._metrics = metrics
         self._should_pause = should_pause

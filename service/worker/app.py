@@ -26,7 +26,7 @@ from service.health import HealthServer
 from service.http import StaticFetcher
 from service.http.robots import HttpRobotsSource, RobotsCache
 from service.logs import get_logger
-from service.messaging.consumer import ConsumerSpec, RecordConsumer
+from service.messaging.consumer import RecordConsumer
 from service.messaging.dead_letter import send_dead_letter
 from service.messaging.failures import PublishError, root_cause
 from service.messaging.offsets import Verdict
@@ -35,6 +35,7 @@ from service.messaging.seal import Seal
 from service.messaging.topics import check_copartitioned, ensure_topics, ready_partitions
 from service.net.policy import UrlPolicy
 from service.paths import PageRenderer
+from service.worker.consumers import pages_spec, requests_spec
 from service.worker.coordinator.deps import CoordinatorDeps
 from service.worker.coordinator.intake import parse_request
 from service.worker.coordinator.outputs import RunOutputs
@@ -152,7 +153,7 @@ class Worker:
                     sitemaps=robots_source,
                     local=lane,
                 )
-                spec = ConsumerSpec.requests(
+                spec = requests_spec(
                     settings,
                     self._metrics,
                     on_assigned=lambda tps: tail.follow({tp.partition for tp in tps}),
@@ -251,7 +252,7 @@ class Worker:
             self._metrics,
             should_pause=gate.should_pause,
             intake_room=lambda: max(settings.max_queued_pages - scheduler.intake_backlog, 0),
-            spec=ConsumerSpec.pages(settings, self._metrics),
+            spec=pages_spec(settings, self._metrics),
             # A partition with a slot's worth of pages waiting (its hosts at their limit,
             # or slots busy) is read no further, so it does not fill the whole backlog and
             # keep the other partitions' hosts from the free slots.

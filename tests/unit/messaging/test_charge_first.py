@@ -9,9 +9,10 @@ import asyncio
 from aiokafka import ConsumerRecord, TopicPartition
 from prometheus_client import CollectorRegistry
 
-from service.messaging.consumer import CHARGE_FIRST_BYTES, ConsumerSpec, RecordConsumer
+from service.messaging.consumer import CHARGE_FIRST_BYTES, RecordConsumer
 from service.metrics import Metrics
 from service.settings import Settings
+from service.worker.consumers import requests_spec
 
 SETTINGS = Settings(worker_name="unit")
 TP = TopicPartition(SETTINGS.requests_topic, 0)
@@ -31,9 +32,7 @@ async def _taken(size: int) -> tuple[bool, list[dict[TopicPartition, tuple[int, 
         started.set()
 
     metrics = Metrics(CollectorRegistry())
-    consumer = RecordConsumer(
-        SETTINGS, handler, metrics, spec=ConsumerSpec.requests(SETTINGS, metrics)
-    )
+    consumer = RecordConsumer(SETTINGS, handler, metrics, spec=requests_spec(SETTINGS, metrics))
     answer = asyncio.Event()
     asked: list[dict[TopicPartition, tuple[int, str]]] = []
 
@@ -82,9 +81,7 @@ async def test_a_relief_sent_while_the_charge_is_in_flight_goes_after_it():
         return None
 
     metrics = Metrics(CollectorRegistry())
-    consumer = RecordConsumer(
-        SETTINGS, handler, metrics, spec=ConsumerSpec.requests(SETTINGS, metrics)
-    )
+    consumer = RecordConsumer(SETTINGS, handler, metrics, spec=requests_spec(SETTINGS, metrics))
     answers = [asyncio.Event(), asyncio.Event()]
     asked: list[dict[TopicPartition, tuple[int, str]]] = []
 

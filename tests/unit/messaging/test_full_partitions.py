@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from aiokafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
-from service.messaging.consumer import ConsumerSpec, RecordConsumer
+from service.messaging.consumer import RecordConsumer
 from service.metrics import Metrics
 from service.settings import Settings
+from service.worker.consumers import pages_spec
 
 SETTINGS = Settings(worker_name="unit")
 PARTS = [TopicPartition(SETTINGS.pages_topic, p) for p in range(3)]
@@ -29,7 +30,7 @@ async def test_only_the_full_partition_is_held():
         SETTINGS,
         _never,
         metrics,
-        spec=ConsumerSpec.pages(SETTINGS, metrics),
+        spec=pages_spec(SETTINGS, metrics),
         full=lambda partition: partition in full,
     )
     inner = consumer._consumer  # noqa: SLF001
@@ -50,7 +51,7 @@ async def test_records_set_aside_leave_room_up_to_the_paced_bound():
     against the records in flight; beyond that bound they count again."""
     settings = Settings(worker_name="unit", max_paced_pages=2)  # type: ignore[arg-type]
     metrics = Metrics(CollectorRegistry())
-    spec = ConsumerSpec.pages(settings, metrics)
+    spec = pages_spec(settings, metrics)
     consumer = RecordConsumer(settings, _never, metrics, spec=spec)
     busy = {PARTS[0]: {object() for _ in range(spec.max_in_flight)}}
     consumer._tasks = busy  # type: ignore[assignment]  # noqa: SLF001

@@ -7,15 +7,16 @@ from __future__ import annotations
 from aiokafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
-from service.messaging.consumer import ConsumerSpec, RecordConsumer
+from service.messaging.consumer import RecordConsumer
 from service.metrics import Metrics
 from service.settings import Settings
+from service.worker.consumers import pages_spec
 
 
 async def _consumer(highwater: dict[int, int | None]) -> RecordConsumer:
     settings = Settings(worker_name="unit")
     metrics = Metrics(CollectorRegistry())
-    consumer = RecordConsumer(settings, _never, metrics, spec=ConsumerSpec.pages(settings, metrics))
+    consumer = RecordConsumer(settings, _never, metrics, spec=pages_spec(settings, metrics))
     consumer._consumer.highwater = lambda tp: highwater.get(tp.partition)  # type: ignore[method-assign]  # noqa: SLF001
     return consumer
 
