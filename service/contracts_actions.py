@@ -1,5 +1,5 @@
 """Page actions (`CrawlOptions.actions`): steps run in order on a loaded page before its
-content is read, shaped like Firecrawl's. Part of the wire contract (`contracts.py`)."""
+content is read, shaped like Firecrawl's. Part of the wire contract (`contracts/`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The change feed's record (`CRAWL_CHANGES_TOPIC`): one per tracked page that is `new`,
-`changed` or `removed`, keyed by the page's URL. Part of the wire contract (`contracts.py`
+`changed` or `removed`, keyed by the page's URL. Part of the wire contract (`contracts/`
 holds the option and the result field)."""
 
 from __future__ import annotations

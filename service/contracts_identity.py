@@ -1,6 +1,6 @@
 """The request identity options of `CrawlOptions`: what a page is sent and what the browser
 claims to be (headers, cookies, user agent, locale, time zone, geolocation, viewport, device,
-scripts on or off). Part of the wire contract (`contracts.py`)."""
+scripts on or off). Part of the wire contract (`contracts/`)."""
 
 from __future__ import annotations
 

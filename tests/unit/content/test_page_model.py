@@ -11,10 +11,10 @@ from datetime import datetime
 import pytest
 from pydantic import JsonValue
 
-from service import contracts
+from service import contracts_actions
 from service.content import page as page_module
 from service.content.page import FETCHER_ONLY, PageContent, failed
-from service.contracts import ErrorCode, PageResult
+from service.contracts import ErrorCode, PageResult, base, messages, options, results
 
 RESULT_ONLY = frozenset(
     {
@@ -27,7 +27,8 @@ RESULT_ONLY = frozenset(
 
 
 def content_fields() -> dict[str, object]:
-    names = {**vars(contracts), **vars(page_module)}
+    names = {**vars(contracts_actions), **vars(base), **vars(options), **vars(results)}
+    names |= {**vars(messages), **vars(page_module)}
     names |= {"JsonValue": JsonValue, "Mapping": Mapping, "datetime": datetime}
     hints = typing.get_type_hints(PageContent, names)
     return {field.name: hints[field.name] for field in dataclasses.fields(PageContent)}
