@@ -230,6 +230,9 @@ class Cluster:
             "CRAWL_LANE_IMAGE": IMAGE,
             "CRAWL_LANE_KAFKA_IMAGE": KAFKA_IMAGE,
             "CRAWL_LANE_ALLOWED_HOSTS": allowed_hosts,
+            # compose 1.29 gives each engine call 60 s; creating a worker and its volumes
+            # took longer on this machine under load
+            "COMPOSE_HTTP_TIMEOUT": "600",
         }
         self.is_down = False
         self.files = ["-f", str(ROOT / "docker-compose.yml"), "-f", str(OVERRIDE)]
@@ -301,17 +304,22 @@ def request(request_id: str, urls: list[str]) -> tuple[bytes, bytes]:
 
 
 def assert_nothing_lost(collector: Collector, requests: dict[str, list[str]]) -> set[str]:
-    """Each request: one terminal event, `completed`, every URL's result in that run, all ok.
-    Returns the workers that completed runs."""
+    """Each request ended: one terminal event per run, each `completed` with every URL's
+    result, all ok, in that run. A run that completed but was not committed before a kill
+    is redone (at least once: docs/guarantees.md), so a request may have two such runs; an
+    interrupted run has none. Returns the workers that completed runs."""
     completed_by = set()
     for rid, urls in requests.items():
         terminal = collector.seen.terminal(rid)
-        assert [e.type for e in terminal] == [EventType.COMPLETED], rid
-        run = terminal[0].run_id
-        results = {r.url: r for r in collector.seen.results_of(rid) if r.run_id == run}
-        assert sorted(results) == sorted(urls), rid
-        assert all(r.ok for r in results.values()), rid
-        completed_by.add(terminal[0].worker)
+        runs = [event.run_id for event in terminal]
+        assert runs, rid
+        assert len(runs) == len(set(runs)), rid  # one terminal event per run
+        for event in terminal:
+            assert event.type == EventType.COMPLETED, rid
+            results = {r.url: r for r in collector.seen.results_of(rid) if r.run_id == event.run_id}
+            assert sorted(results) == sorted(urls), rid
+            assert all(r.ok for r in results.values()), rid
+            completed_by.add(event.worker)
     return completed_by
 
 
