@@ -23,7 +23,15 @@ import httpx
 import pytest
 import yaml
 from firecrawl import Firecrawl
-from harness import Collector, Topics, collecting, produce, running_broker, wait_for_leaders
+from harness import (
+    Collected,
+    Collector,
+    Topics,
+    collecting,
+    produce,
+    running_broker,
+    wait_for_leaders,
+)
 from manifests import DEPLOY, ROOT, env_file
 from ports import unused_port
 
@@ -303,6 +311,20 @@ def request(request_id: str, urls: list[str]) -> tuple[bytes, bytes]:
     return request_id.encode(), dump(CrawlRequest(request_id=request_id, urls=urls))
 
 
+def all_ended(seen: Collected, requests: dict[str, list[str]]) -> bool:
+    """Every request has a terminal event and, for each, as many results of its run as it
+    has URLs (the collector reads results and progress from different topics, so a terminal
+    event may be read before the last results it follows)."""
+    for rid, urls in requests.items():
+        terminal = seen.terminal(rid)
+        if not terminal:
+            return False
+        for event in terminal:
+            if sum(r.run_id == event.run_id for r in seen.results_of(rid)) < len(urls):
+                return False
+    return True
+
+
 def assert_nothing_lost(collector: Collector, requests: dict[str, list[str]]) -> set[str]:
     """Each request ended: one terminal event per run, each `completed` with every URL's
     result, all ok, in that run. A run that completed but was not committed before a kill
@@ -335,9 +357,7 @@ async def crawl_with_a_kill(
         await produce(topics, [request(rid, urls) for rid, urls in requests.items()])
         await collector.wait_until(lambda seen: len(seen.results) >= 4, CRAWL_DEADLINE_S)
         await asyncio.to_thread(kill)
-        await collector.wait_until(
-            lambda seen: all(seen.terminal(rid) for rid in requests), CRAWL_DEADLINE_S
-        )
+        await collector.wait_until(lambda seen: all_ended(seen, requests), CRAWL_DEADLINE_S)
         return assert_nothing_lost(collector, requests)
 
 
@@ -444,13 +464,13 @@ async def test_a_worker_under_the_memory_limit_crawls_pages_of_100_mb_without_oo
     requests = {f"alloc-{i}": urls[i * 4 : i * 4 + 4] for i in range(ALLOC_PAGES // 4)}
     async with collecting(crawl_topics()) as collector:
         await produce(crawl_topics(), [request(rid, batch) for rid, batch in requests.items()])
-        await collector.wait_until(
-            lambda seen: all(seen.terminal(rid) for rid in requests), CRAWL_DEADLINE_S
-        )
+        await collector.wait_until(lambda seen: all_ended(seen, requests), CRAWL_DEADLINE_S)
         assert_nothing_lost(collector, requests)
     for name in live:
-        after = state(cluster.container(name))
-        assert (after["Running"], after["OOMKilled"], after["RestartCount"]) == (True, False, 0)
+        container = cluster.container(name)
+        after = state(container)
+        restarts = int(docker("inspect", "--format", "{{.RestartCount}}", container))
+        assert (after["Running"], after["OOMKilled"], restarts) == (True, False, 0), name
     async with httpx.AsyncClient(timeout=10) as client:
         for port in live.values():
             metrics = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
@@ -469,13 +489,31 @@ async def test_compose_down_ends_every_container_with_exit_code_0(cluster: Clust
     }
     await asyncio.to_thread(cluster.save_logs)
     deaths = DeathWatch()
-    with deaths.watching():
+    with deaths.watching(), following_logs(cluster, LOGS / "compose-down.log"):
         await asyncio.to_thread(cluster.compose, "down", "--volumes", deadline_s=STOP_DEADLINE_S)
         cluster.is_down = True
     codes = {service: deaths.exit_code(container) for service, container in running.items()}
     expected = dict.fromkeys(running, 0) | {"kafka": codes["kafka"]}
     assert codes == expected
     assert codes["kafka"] in {0, 143}
+
+
+@contextlib.contextmanager
+def following_logs(cluster: Cluster, path: Path) -> Iterator[None]:
+    """The services' log lines while the block runs (`down` removes them), into `path`."""
+    with path.open("w") as sink:
+        follow = subprocess.Popen(
+            [COMPOSE, "-p", PROJECT, *cluster.files, "logs", "-f", "--no-color", "--timestamps"],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=cluster.env,
+            cwd=ROOT,
+        )
+        try:
+            yield
+        finally:
+            follow.terminate()
+            follow.wait(DOCKER_DEADLINE_S)
 
 
 class DeathWatch:
