@@ -1,5 +1,8 @@
 # Crawlstream worker: Debian's Chromium, the locked Python packages, non-root, tini as PID 1.
-FROM python:3.11-slim-bookworm
+# The official base by default; BASE_IMAGE lets a machine without a registry build on a
+# stand-in with the same layout (scripts/container/base-image.sh, docs/containers.md).
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -7,8 +10,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     CRAWL_BROWSER_EXECUTABLE=/usr/bin/chromium \
     CRAWL_LOG_FORMAT=json
 
+# libatomic1: Playwright's bundled Node (the browser's driver) links it; slim bases lack it.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends chromium tini fonts-liberation \
+ && apt-get install -y --no-install-recommends chromium tini fonts-liberation libatomic1 \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
@@ -23,8 +27,9 @@ RUN pip install --no-deps . \
 # Numeric, so Kubernetes' runAsNonRoot can check it (deploy/kubernetes runs as 10001:10001).
 USER 10001:10001
 EXPOSE 9400
-# The liveness probe of deploy/kubernetes: /healthz on the metrics port.
-HEALTHCHECK --interval=30s --timeout=5s --start-period=120s CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:9400/healthz', timeout=4).status == 200 else 1)"
+# The liveness probe of deploy/kubernetes: /healthz on the metrics port (CRAWL_METRICS_PORT,
+# so a container given another port, or one of several on the host's network, is probed).
+HEALTHCHECK --interval=30s --timeout=5s --start-period=120s CMD python -c "import os,sys,urllib.request; port = os.environ.get('CRAWL_METRICS_PORT', '9400'); sys.exit(0 if urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=4).status == 200 else 1)"
 # tini reaps every Chromium child; the worker handles SIGTERM (drain, commit, exit 0).
 ENTRYPOINT ["/usr/bin/tini", "--", "crawlstream"]
 CMD ["worker"]

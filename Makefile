@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PARALLEL ?= -n 3 --dist loadfile
 
-.PHONY: setup demo test check lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep bench-group clean
+.PHONY: setup demo test test-container check lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep bench-group clean
 
 ## Install what is missing: Chromium (apt), the virtual environment, the locked packages.
 setup: $(STAMP)
@@ -30,6 +30,13 @@ demo: setup
 ## out first, so the run does not end on a long one.
 test: setup lint
 	$(BIN)/pytest -q $(PARALLEL)
+
+## The container lane (docs/containers.md): an engine (started here when none answers), the
+## base images made from Debian's packages and the official Kafka jars when no registry serves
+## them, the image from ./Dockerfile, then docker-compose.yml's services and the image by hand
+## (tests/deploy/test_container.py, which skips outside this lane). Run as root.
+test-container: setup
+	bash scripts/container/lane.sh
 
 ## The fast lane for every change: lint, types and the unit tests (no broker, no browser).
 check: setup lint

@@ -5,8 +5,10 @@ Firecrawl's error shape for every failure: `{"success": false, "error": ..., "de
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 import structlog
@@ -27,7 +29,7 @@ from service.health import HealthServer
 from service.mcp.http import mount as mount_mcp
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
     from service.settings import Settings
 
@@ -68,7 +70,7 @@ def create_app(settings: Settings, metrics: GatewayMetrics | None = None) -> Fas
 
 
 async def serve(settings: Settings, port: int | None = None) -> None:
-    """Run the gateway until SIGTERM or SIGINT (uvicorn's own handlers)."""
+    """Run the gateway until SIGTERM or SIGINT, then drain and return (exit code 0)."""
     config = uvicorn.Config(
         create_app(settings),
         host=settings.gateway_host,
@@ -78,7 +80,25 @@ async def serve(settings: Settings, port: int | None = None) -> None:
         lifespan="on",
         ws="websockets",
     )
-    await uvicorn.Server(config).serve()
+    await _Server(config).serve()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, less its re-raising of the signal it shut down on: uvicorn ends a
+    drained run by raising SIGTERM again with the default action, so the process died of
+    the signal (exit code 143 under `docker stop` or a pod's termination). The gateway
+    returns instead, like the worker and the dispatcher."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.handle_exit, sig, None)
+        try:
+            yield
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
 
 
 async def _api_error(_: Request, exc: ApiError) -> JSONResponse:

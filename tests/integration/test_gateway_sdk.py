@@ -251,6 +251,13 @@ async def test_an_unknown_job_is_404(start_gateway):
     assert raised.value.status_code == 404
 
 
+async def test_sigterm_drains_and_the_gateway_exits_0(start_gateway):
+    """SIGTERM (`docker stop`, a pod's termination) ends the gateway cleanly: exit code 0,
+    as the worker and the dispatcher, not 143 from a re-raised signal."""
+    gateway = await start_gateway()
+    assert await gateway.terminate() == 0, gateway.log_path.read_text()[-3000:]
+
+
 async def _wait_done(client: Firecrawl, job_id: str, deadline_s: float = 180):
     async with asyncio.timeout(deadline_s):
         while True:

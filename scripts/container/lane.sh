@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# `make test-container`: the image and docker-compose.yml run for real (docs/containers.md).
+# 1. a container engine: the one that answers, else Debian's dockerd started here (vfs storage,
+#    no bridge or iptables: the containers use the host's network) and stopped at the end;
+# 2. the base images the Dockerfile and docker-compose.yml name, made from what this machine
+#    reaches when no registry serves them: a Debian bookworm root file system (mmdebstrap) as
+#    the Python base, and a Kafka image from the official jars on Maven Central;
+# 3. the project's image from the project's Dockerfile (BASE_IMAGE: the stand-in base);
+# 4. tests/deploy/test_container.py with CRAWL_CONTAINER_LANE=1 (it skips without).
+# Cached between runs: the root file system and the Kafka jars under $CACHE, the images and
+# their build layers in the engine's store.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+here=scripts/container
+CACHE=${CRAWLSTREAM_CACHE:-/var/cache/crawlstream}
+export DOCKER_BUILDKIT=0  # the legacy builder: no buildx plugin is needed
+BASE_TAG=crawlstream-lane/python:3.11-slim-bookworm
+KAFKA_TAG=crawlstream-lane/kafka:4.1.1
+IMAGE_TAG=crawlstream:lane
+ENGINE_DEADLINE_S=60
+LOGS=${CRAWL_LANE_LOGS:-/tmp/crawlstream-lane}
+export CRAWL_LANE_LOGS=$LOGS
+mkdir -p "$LOGS"
+started=$(date +%s)
+
+# docker build with the host's network (no bridge); its output in $LOGS, shown on failure
+build() {
+    local log="$LOGS/build-${1//[^a-z0-9.]/-}.log"
+    if ! docker build --network host --build-arg BASE_IMAGE="$BASE_TAG" -t "$1" "$2" >"$log" 2>&1; then
+        tail -40 "$log"
+        return 1
+    fi
+}
+say() { printf '[lane %4ds] %s\n' $(($(date +%s) - started)) "$*"; }
+have() { command -v "$1" >/dev/null 2>&1; }
+
+need=()
+have dockerd || need+=(docker.io)
+have docker-compose || need+=(docker-compose)
+have mmdebstrap || need+=(mmdebstrap)
+if ((${#need[@]})); then
+    say "installing ${need[*]} from Debian's packages"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+engine_pid=
+stop_engine() {
+    if [[ -n $engine_pid ]]; then
+        say "stopping the engine this lane started (pid $engine_pid)"
+        kill -TERM "$engine_pid" 2>/dev/null || true
+        for _ in $(seq 60); do kill -0 "$engine_pid" 2>/dev/null || break; sleep 1; done
+    fi
+}
+trap stop_engine EXIT
+if ! docker info >/dev/null 2>&1; then
+    mkdir -p "$CACHE"
+    say "no engine answers: starting dockerd (log: $CACHE/dockerd.log)"
+    dockerd --storage-driver=vfs --bridge=none --iptables=false \
+        --pidfile "$CACHE/dockerd.pid" >"$CACHE/dockerd.log" 2>&1 &
+    engine_pid=$!
+    for _ in $(seq "$ENGINE_DEADLINE_S"); do docker info >/dev/null 2>&1 && break; sleep 1; done
+    docker info >/dev/null || { tail -20 "$CACHE/dockerd.log"; exit 1; }
+fi
+
+say "base image $BASE_TAG"
+"$here/base-image.sh" "$BASE_TAG" "$CACHE"
+
+say "Kafka image $KAFKA_TAG"
+context=$(mktemp -d)
+trap 'rm -rf "$context"; stop_engine' EXIT
+broker_jars=$(.venv/bin/python -c 'from service.broker.jars import ensure_kafka_jars; print(ensure_kafka_jars())')
+tools_jars="$CACHE/kafka-tools-$(sha256sum "$here/kafka/pom.xml" | cut -c1-12)"
+if [[ ! -e $tools_jars/.complete ]]; then
+    rm -rf "$tools_jars"
+    mvn -q -B -f "$here/kafka/pom.xml" dependency:copy-dependencies \
+        -DoutputDirectory="$tools_jars" -DincludeScope=runtime
+    touch "$tools_jars/.complete"
+fi
+cp "$here"/kafka/{Dockerfile,run,kafka-topics.sh,log4j.properties,tools-log4j.properties} "$context/"
+mkdir "$context/libs" "$context/tools"
+cp "$broker_jars"/*.jar "$context/libs/"
+cp "$tools_jars"/*.jar "$context/tools/"
+# touch-free copies keep the build cache: the legacy builder compares contents, not times
+build "$KAFKA_TAG" "$context"
+
+say "image $IMAGE_TAG from ./Dockerfile"
+build_started=$(date +%s)
+build "$IMAGE_TAG" .
+build_s=$(($(date +%s) - build_started))
+size=$(docker image inspect --format '{{.Size}}' "$IMAGE_TAG")
+say "image built in ${build_s} s, $((size / 1000000)) MB"
+
+say "tests/deploy/test_container.py"
+CRAWL_CONTAINER_LANE=1 CRAWL_LANE_IMAGE="$IMAGE_TAG" CRAWL_LANE_KAFKA_IMAGE="$KAFKA_TAG" \
+    .venv/bin/pytest -q -p no:xdist -p no:cacheprovider tests/deploy/test_container.py \
+    || { say "failed; logs in $LOGS"; exit 1; }
+say "passed"
