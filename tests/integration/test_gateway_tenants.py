@@ -17,6 +17,7 @@ import websockets
 from aiokafka import AIOKafkaProducer
 from gateway import GatewayProcess, free_port
 from harness import read_topic
+from waiting import until
 
 from service.client import CrawlClient
 from service.contracts import CrawlRequest, PageResult, dump, dump_request
@@ -283,8 +284,8 @@ async def test_one_job_at_a_time_holds_over_two_replicas_and_for_scrapes(
     start_worker, tenants, site: TestSite
 ):
     """Ten crawls started at once through two replicas: exactly one is admitted. While it
-    runs, a synchronous scrape and a map are 429 too; eight concurrent scrapes of a slow
-    page by B (its limit 1) run one, the others get 429."""
+    runs, a synchronous scrape and a map are 429 too; of eight concurrent scrapes of a slow
+    page by B (its limit 1) seven get 429 while the one admitted runs."""
     await start_worker()
     first, second = await tenants("g1"), await tenants("g2")
     body = {"url": site.url("/slow?ms=20000"), "limit": 1}
@@ -304,17 +305,26 @@ async def test_one_job_at_a_time_holds_over_two_replicas_and_for_scrapes(
             f"{first.url}/v2/map", json={"url": site.url("/")}, headers=auth(KEY_A)
         )
         assert [scrape.status_code, mapped.status_code] == [429, 429]
-        scrapes = await asyncio.gather(
-            *(
+        # B's scrapes of a page that answers after 30 s: the seven refused answer while the
+        # one admitted still runs, so a second admission cannot hide behind the first's end
+        scrapes = [
+            asyncio.ensure_future(
                 client.post(
                     f"{g.url}/v2/scrape",
-                    json={"url": site.url(f"/slow/{n}?ms=8000")},
+                    json={"url": site.url(f"/slow/{n}?ms=30000")},
                     headers=auth(KEY_B),
                 )
-                for n, g in enumerate([first, second] * 4)
             )
-        )
-    assert sorted(s.status_code for s in scrapes) == [200] + [429] * 7, [s.text for s in scrapes]
+            for n, g in enumerate([first, second] * 4)
+        ]
+        try:
+            await until(lambda: sum(s.done() for s in scrapes) >= 7, 60, every_s=0.2)
+            answered = [s.result() for s in scrapes if s.done()]
+            assert [a.status_code for a in answered] == [429] * 7, [a.text for a in answered]
+        finally:
+            for scrape in scrapes:
+                scrape.cancel()
+            await asyncio.gather(*scrapes, return_exceptions=True)
 
 
 async def test_a_watcher_catches_up_a_page_at_a_time(start_worker, tenants, site: TestSite):

@@ -15,6 +15,7 @@ from aiohttp import web
 from firecrawl import Firecrawl
 from gateway import DispatcherProcess, GatewayProcess, free_port
 from harness import wait_for_group
+from waiting import until
 
 from service.client import CrawlClient
 from service.webhooks import verify
@@ -73,12 +74,6 @@ async def receiving() -> AsyncIterator[Receiver]:
         await runner.cleanup()
 
 
-async def until(condition, deadline_s: float) -> None:
-    async with asyncio.timeout(deadline_s):
-        while not condition():
-            await asyncio.sleep(0.2)
-
-
 STATIC = {"CRAWL_STATIC_MEMBERSHIP": "true"}
 """The killed worker is started again as the same static member (`group.instance.id`): it
 takes its partitions back at once, where a survivor would wait for the dead member's 30 s
@@ -114,7 +109,7 @@ async def test_every_event_arrives_signed_and_in_order_after_a_gateway_and_a_wor
                 webhook={"url": receiver.url, "metadata": {"order": "42"}},
             )
             pages = lambda: [b for b in receiver.unique() if b["type"] == "crawl.page"]  # noqa: E731
-            await until(lambda: len(pages()) >= 5, 120)
+            await until(lambda: len(pages()) >= 5, 120, every_s=0.2)
             await first.kill()
             [owner] = {e.worker for e in collector.seen.events_of(started.id)}
             await workers[owner].kill()
@@ -123,7 +118,7 @@ async def test_every_event_arrives_signed_and_in_order_after_a_gateway_and_a_wor
             )
             await second.start()
             done = lambda: any(b["type"] == "crawl.completed" for b in receiver.bodies())  # noqa: E731
-            await until(done, 240)
+            await until(done, 240, every_s=0.2)
             job = await asyncio.to_thread(
                 Firecrawl(api_key="fc-x", api_url=second.url).get_crawl_status, started.id
             )
@@ -182,7 +177,7 @@ async def test_a_kafka_producers_request_gets_its_webhooks_too(
             async with CrawlClient(topics.settings()) as client:
                 submission = await client.submit(urls, metadata={"webhook": receiver.url})
             done = lambda: any(b["type"] == "crawl.completed" for b in receiver.bodies())  # noqa: E731
-            await until(done, 120)
+            await until(done, 120, every_s=0.2)
             async with httpx.AsyncClient(timeout=10) as client:
                 metrics = (await client.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
                 ready = await client.get(f"http://127.0.0.1:{metrics_port}/readyz")

@@ -21,6 +21,7 @@ from gateway import DispatcherProcess, GatewayProcess, free_port
 from harness import read_topic
 from listeners import listening
 from upstream_proxy import upstream_proxy
+from waiting import until
 from webhook_receiver import receiving
 
 from service.client import CrawlClient
@@ -28,8 +29,6 @@ from service.messaging.metadata import partitions_of
 from service.webhooks import verify
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from harness import Topics, WorkerProcess
     from testsite import TestSite
     from webhook_receiver import Receiver
@@ -40,12 +39,6 @@ SHARED_SECRET = "whsec-shared-test-0004"  # noqa: S105 - a test key for local re
 
 SLOW_RECEIVER_S = 9.0
 """How long tenant A's receiver takes per event: inside the default 10 s delivery timeout."""
-
-
-async def until(condition: Callable[[], bool], deadline_s: float) -> None:
-    async with asyncio.timeout(deadline_s):
-        while not condition():
-            await asyncio.sleep(0.2)
 
 
 def allowed(site: TestSite, *receivers: Receiver) -> str:
@@ -115,8 +108,10 @@ async def test_a_receiver_answering_404_and_a_forged_marker_do_not_stop_the_disp
                     metadata={"webhook": receiver.url(), "firecrawl": forged_marker(-1)},
                 )
                 after = await client.submit(url, metadata={"webhook": receiver.url()})
-            await until(lambda: "crawl.completed" in receiver.types(after.request_id), 120)
-            await until(lambda: len(receiver.of(gone.request_id)) == 3, 60)
+            await until(
+                lambda: "crawl.completed" in receiver.types(after.request_id), 120, every_s=0.2
+            )
+            await until(lambda: len(receiver.of(gone.request_id)) == 3, 60, every_s=0.2)
             metrics = await metrics_of(metrics_port)
             running = dispatcher.process is not None and dispatcher.process.returncode is None
             skipped = [e for e in dispatcher.events() if e.get("event") == "webhooks.skipped"]
@@ -173,7 +168,7 @@ async def test_a_redirecting_receiver_never_reaches_a_forbidden_address(
                 done = lambda: all(  # noqa: E731
                     "crawl.completed" in receiver.types(job.request_id) for job in jobs
                 )
-                await until(done, 120)
+                await until(done, 120, every_s=0.2)
                 dropped = 'crawl_webhook_events_total{outcome="dropped"}'
                 await until_metric(metrics_port, dropped, 12)
             finally:
@@ -239,10 +234,14 @@ async def test_a_slow_receiver_of_one_tenant_does_not_delay_another_tenants_even
                     request_id=same_partition_id(job_a.request_id),
                     metadata={"webhook": receiver_b.url()},
                 )
-            await until(lambda: "crawl.completed" in receiver_b.types(job_b.request_id), 120)
+            await until(
+                lambda: "crawl.completed" in receiver_b.types(job_b.request_id), 120, every_s=0.2
+            )
             committed = await committed_offsets(topics.bootstrap, group_of(env))
             a_when_b_done = receiver_a.types(job_a.request_id)
-            await until(lambda: "crawl.completed" in receiver_a.types(job_a.request_id), 120)
+            await until(
+                lambda: "crawl.completed" in receiver_a.types(job_a.request_id), 120, every_s=0.2
+            )
         finally:
             await dispatcher.close()
     assert "crawl.completed" not in a_when_b_done
@@ -304,7 +303,9 @@ async def test_each_tenants_webhooks_are_signed_with_its_own_secret(
             job_a = await start_batch(gateway, "tenant-a", site.url("/page/5"), hook)
             job_b = await start_batch(gateway, "tenant-b", site.url("/page/6"), hook)
             for job in (job_a, job_b):
-                await until(lambda j=job: "batch_scrape.completed" in receiver_b.types(j), 120)
+                await until(
+                    lambda j=job: "batch_scrape.completed" in receiver_b.types(j), 120, every_s=0.2
+                )
         finally:
             await gateway.close()
             await dispatcher.close()
@@ -386,7 +387,7 @@ async def test_no_credential_of_a_request_or_a_webhook_reaches_a_topic_or_a_log(
                 )
                 assert answer.status_code == 200, answer.text
                 job = answer.json()["id"]
-                await until(lambda: "crawl.completed" in receiver.types(job), 120)
+                await until(lambda: "crawl.completed" in receiver.types(job), 120, every_s=0.2)
                 status = (await client.get(f"/v2/crawl/{job}")).json()
             found = await raw_topics(topics)
         finally:

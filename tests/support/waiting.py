@@ -1,4 +1,4 @@
-"""Waiting for a condition in a unit test: polled on the event loop, under a deadline."""
+"""Waiting for a condition: polled on the event loop, under a deadline."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ UNIT_DEADLINE_S: Final = 5.0
 """Ample for in-memory work that takes milliseconds: a unit test that waits longer is stuck."""
 
 
-async def until(condition: Callable[[], object], deadline_s: float = UNIT_DEADLINE_S) -> None:
-    """Return once `condition()` is true; fail with TimeoutError past `deadline_s`."""
+async def until(
+    condition: Callable[[], object], deadline_s: float = UNIT_DEADLINE_S, every_s: float = 0
+) -> None:
+    """Return once `condition()` is true; fail with TimeoutError past `deadline_s`. A unit
+    test polls at every turn of the loop; a test waiting on processes polls `every_s`."""
     async with asyncio.timeout(deadline_s):
         while not condition():
-            await asyncio.sleep(0)
+            await asyncio.sleep(every_s)
