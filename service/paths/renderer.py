@@ -14,8 +14,7 @@ from __future__ import annotations
 import dataclasses
 import html as html_lib
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from service.content.blocking import challenge_seen
 from service.content.document import DEFAULT_MAX_PDF_PAGES, pdf_content
@@ -28,16 +27,12 @@ from service.http.identity import HttpIdentity
 from service.paths.learner import HostRenderMemory
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from service.content.extract import FollowRules
     from service.contracts import CrawlOptions, RenderedBy
     from service.http.static import StaticAnswer, StaticFetcher
     from service.metrics import Metrics
+    from service.paths.browser_path import PageToRender
     from service.settings import Settings
-
-    BrowserPath = Callable[[float], Awaitable[PageContent]]
-    """Renders the page in the browser within the given seconds."""
 
 BROWSER_FORMATS: Final = ((Format.SCREENSHOT, "screenshot"), (Format.PDF, "pdf_format"))
 """Formats only the browser makes, and the escalation reason each counts under."""
@@ -81,57 +76,52 @@ def escalation_reason(answer: StaticAnswer, wait_for: str | None) -> str | None:
     return shell_reason(answer.body) if answer.kind == "html" else None
 
 
+class Browser(Protocol):
+    """The browser path (`browser_path.BrowserPath`)."""
+
+    async def render(self, page: PageToRender, timeout_s: float) -> PageContent: ...
+
+
 class PageRenderer:
     """Renders pages by path; counts pages per path and escalations per reason."""
 
     def __init__(
         self,
         fetcher: StaticFetcher,
+        browser: Browser,
         memory: HostRenderMemory,
         metrics: Metrics,
         *,
         max_pdf_pages: int = DEFAULT_MAX_PDF_PAGES,
     ) -> None:
         self._fetcher = fetcher
+        self._browser_path = browser
         self._memory = memory
         self._metrics = metrics
         self._max_pdf_pages = max_pdf_pages
 
     @classmethod
     def from_settings(
-        cls, fetcher: StaticFetcher, settings: Settings, metrics: Metrics
+        cls, fetcher: StaticFetcher, browser: Browser, settings: Settings, metrics: Metrics
     ) -> PageRenderer:
         memory = HostRenderMemory.from_settings(settings)
-        return cls(fetcher, memory, metrics, max_pdf_pages=settings.max_pdf_pages)
+        return cls(fetcher, browser, memory, metrics, max_pdf_pages=settings.max_pdf_pages)
 
-    async def render(
-        self,
-        url: str,
-        options: CrawlOptions,
-        *,
-        host: str,
-        timeout_s: float,
-        max_bytes: int,
-        follow: FollowRules | None,
-        browser: BrowserPath,
-    ) -> PageContent:
-        """The page's content, tagged with the path that produced it; `host` is the page's
-        key for the per-host limit, which the learned decisions are kept by."""
-        page = _Page(url=url, options=options, max_bytes=max_bytes, follow=follow)
-        if options.render == "browser":
-            return await self._browser(page, browser, timeout_s)
-        if options.render == "http":
+    async def render(self, page: PageToRender, timeout_s: float) -> PageContent:
+        """The page's content, tagged with the path that produced it."""
+        if page.options.render == "browser":
+            return await self._browser(page, timeout_s)
+        if page.options.render == "http":
             return self._by("http", await self._static(await self._fetch(page, timeout_s), page))
-        return await self._auto(page, host, timeout_s, browser)
+        return await self._auto(page, timeout_s)
 
-    async def _auto(
-        self, page: _Page, host: str, timeout_s: float, browser: BrowserPath
-    ) -> PageContent:
+    async def _auto(self, page: PageToRender, timeout_s: float) -> PageContent:
+        host = page.host
         asked = browser_asked(page.options)
         if asked is not None:
-            return await self._escalate(asked, page, browser, timeout_s)
+            return await self._escalate(asked, page, timeout_s)
         if self._memory.straight_to_browser(host):
-            return await self._escalate("host_learned", page, browser, timeout_s)
+            return await self._escalate("host_learned", page, timeout_s)
         started = time.monotonic()
         answer = await self._fetch(page, timeout_s)
         if isinstance(answer, PageContent):
@@ -147,25 +137,23 @@ class PageRenderer:
         if reason in LEARNED_REASONS:
             self._memory.needed_browser(host)
         left_s = max(timeout_s - (time.monotonic() - started), MIN_BROWSER_S)
-        return await self._escalate(reason, page, browser, left_s)
+        return await self._escalate(reason, page, left_s)
 
-    async def _escalate(
-        self, reason: str, page: _Page, browser: BrowserPath, timeout_s: float
-    ) -> PageContent:
+    async def _escalate(self, reason: str, page: PageToRender, timeout_s: float) -> PageContent:
         self._metrics.render_escalations.labels(reason).inc()
-        return await self._browser(page, browser, timeout_s)
+        return await self._browser(page, timeout_s)
 
-    async def _browser(self, page: _Page, browser: BrowserPath, timeout_s: float) -> PageContent:
+    async def _browser(self, page: PageToRender, timeout_s: float) -> PageContent:
         """The page in the browser; a download it cannot show is fetched as the HTTP path
         does (same proxy, same policy, redirects judged hop by hop) and kept if it is a PDF."""
         started = time.monotonic()
-        content = await browser(timeout_s)
+        content = await self._browser_path.render(page, timeout_s)
         if content.error is not None and content.error.code == ErrorCode.DOWNLOAD:
             left_s = max(timeout_s - (time.monotonic() - started), MIN_BROWSER_S)
             content = await self._document(page, left_s) or content
         return self._by("browser", content)
 
-    async def _document(self, page: _Page, timeout_s: float) -> PageContent | None:
+    async def _document(self, page: PageToRender, timeout_s: float) -> PageContent | None:
         """The PDF at the page's URL, fetched over HTTP; None when it is no PDF."""
         answer = await self._fetch(page, timeout_s)
         if isinstance(answer, PageContent):
@@ -174,7 +162,7 @@ class PageRenderer:
             )
         return await self._static(answer, page) if answer.kind == "pdf" else None
 
-    async def _fetch(self, page: _Page, timeout_s: float) -> StaticAnswer | PageContent:
+    async def _fetch(self, page: PageToRender, timeout_s: float) -> StaticAnswer | PageContent:
         return await self._fetcher.fetch(
             page.url,
             timeout_s=timeout_s,
@@ -182,7 +170,7 @@ class PageRenderer:
             identity=HttpIdentity.of(page.options, page.url),
         )
 
-    async def _static(self, answer: StaticAnswer | PageContent, page: _Page) -> PageContent:
+    async def _static(self, answer: StaticAnswer | PageContent, page: PageToRender) -> PageContent:
         return await static_content(
             answer, page.options, page.max_bytes, page.follow, max_pdf_pages=self._max_pdf_pages
         )
@@ -234,16 +222,6 @@ async def static_content(
         headers=answer.headers,
         truncated=answer.truncated,
     )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Page:
-    """One page to render, as the request asked for it."""
-
-    url: str
-    options: CrawlOptions
-    max_bytes: int
-    follow: FollowRules | None
 
 
 def _not_judged(exc: ContentBudgetError | ContentFailedError, answer: StaticAnswer) -> PageContent:

@@ -34,7 +34,7 @@ from service.messaging.publisher import Message, Publisher
 from service.messaging.seal import Seal
 from service.messaging.topics import check_copartitioned, ensure_topics, ready_partitions
 from service.net.policy import UrlPolicy
-from service.paths import PageRenderer
+from service.paths import BrowserPath, PageRenderer, RunContexts
 from service.worker.consumers import pages_spec, requests_spec
 from service.worker.coordinator.deps import CoordinatorDeps
 from service.worker.coordinator.intake import parse_request
@@ -213,7 +213,9 @@ class Worker:
         content = await stack.enter_async_context(ContentPool.from_settings(settings))
         stack.enter_context(using(content))
         static = await stack.enter_async_context(StaticFetcher(proxy.access, policy))
-        renderer = PageRenderer.from_settings(static, settings, self._metrics)
+        run_contexts = RunContexts(pool)
+        browser = BrowserPath.from_settings(run_contexts, settings, self._metrics, refusals)
+        renderer = PageRenderer.from_settings(static, browser, settings, self._metrics)
         publisher = await stack.enter_async_context(Publisher(settings))
         store = await stack.enter_async_context(KafkaCacheStore(settings, publisher))
         cache = PageCache(store, self._metrics, scope=_cache_scope(settings))
@@ -240,6 +242,7 @@ class Worker:
             robots=robots,
             refusals=refusals,
             renderer=renderer,
+            contexts=run_contexts,
             cache=cache,
             static=static,
             changes=changes,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from harness import Collected
 from prometheus_client import CollectorRegistry
 
+from service.browser import SettleLimits
 from service.content.page import PageContent, failed
 from service.contracts import ErrorCode, PageResult, ProgressEvent, utc_now
 from service.control import Cancel
@@ -29,7 +30,13 @@ from service.http.robots import RobotsCache, RobotsFile
 from service.http.static import StaticAnswer
 from service.messaging.publisher import Delivery, Message
 from service.metrics import Metrics
-from service.paths import HostRenderMemory, PageRenderer
+from service.paths import (
+    BrowserPath,
+    HostRenderMemory,
+    PageRenderer,
+    PageToRender,
+    RunContexts,
+)
 from service.settings import Settings
 from service.worker.coordinator.deps import CoordinatorDeps
 from service.worker.coordinator.placement import Hashed
@@ -219,8 +226,10 @@ class FakeBrowser:
     def __init__(self, url: str = "http://site.test/a") -> None:
         self.url = url
         self.calls: list[float] = []
+        self.pages: list[PageToRender] = []
 
-    async def __call__(self, timeout_s: float) -> PageContent:
+    async def render(self, page: PageToRender, timeout_s: float) -> PageContent:
+        self.pages.append(page)
         self.calls.append(timeout_s)
         return PageContent(
             ok=True, final_url=self.url, status_code=200, markdown="from the browser"
@@ -367,6 +376,8 @@ def fetcher_deps(
     network in memory."""
     settings = settings or Settings(worker_name="unit")
     metrics = metrics or Metrics(CollectorRegistry())
+    contexts = RunContexts(NoBrowserPool())  # type: ignore[arg-type]
+    browser = BrowserPath(contexts, metrics, refusals=None, settle=SettleLimits())
     return FetcherDeps(
         settings=settings,
         publisher=publisher or InMemoryPublisher(),  # type: ignore[arg-type]
@@ -379,5 +390,6 @@ def fetcher_deps(
         policy=OpenPolicy(),  # type: ignore[arg-type]
         robots=RobotsCache(robots or FakeRobotsSource()),
         refusals=RefusedTargets(),
-        renderer=PageRenderer(fetcher, HostRenderMemory(), metrics),  # type: ignore[arg-type]
+        renderer=PageRenderer(fetcher, browser, HostRenderMemory(), metrics),  # type: ignore[arg-type]
+        contexts=contexts,
     )

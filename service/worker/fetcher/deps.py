@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from service.messaging.seal import Seal
     from service.metrics import Metrics
     from service.net.policy import UrlPolicy
-    from service.paths import PageRenderer
+    from service.paths import PageRenderer, RunContexts
     from service.settings import Settings
     from service.worker.fetcher.scheduler import PageScheduler
 
@@ -41,6 +41,8 @@ class FetcherDeps:
     """Targets the egress proxy refused, so a refused https page is `blocked`."""
     renderer: PageRenderer
     """Picks each page's path (`render`: browser, http, auto) and runs it."""
+    contexts: RunContexts
+    """Each run's browser context here, held from a page's start to its result."""
     cache: PageCache | None = None
     """The page cache of the hosts this fetcher owns (None: every page is fetched)."""
     static: StaticFetcher | None = None

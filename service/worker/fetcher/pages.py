@@ -16,48 +16,37 @@ from typing import TYPE_CHECKING, Final, Protocol
 import structlog
 
 from service.background import Background
-from service.browser import SettleLimits
-from service.browser.render import fetch_page
 from service.cache import CachedPage
 from service.changes import TrackedPage
 from service.content.bound import bounded
 from service.content.extract import FollowRules
 from service.content.page import failed
 from service.contracts import ErrorCode, PageResult, result_id_for, utc_now
-from service.errors import BrowserUnavailableError
 from service.http.identity import HttpIdentity
 from service.http.robots import USER_AGENT
 from service.http.static import StaticAnswer
 from service.logs import get_logger
 from service.net.hosts import host_key
 from service.net.policy import BlockedUrlError, UnresolvableHostError
+from service.paths import PageToRender
+from service.worker.fetcher.politeness import HOST_BACKOFF_REASONS, HostBackoff, HostPacer
 from service.worker.fetcher.retry import PageDeadline, RetryPolicy, retry_reason
 from service.worker.fetcher.scheduler import PageTicket
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable
     from contextlib import AbstractContextManager
 
-    from service.browser.context import RequestContext
-    from service.browser.pool import BrowserPool
     from service.cache import Validators
     from service.content.page import PageContent
-    from service.contracts import CrawlOptions, PageTask
+    from service.contracts import PageTask
     from service.worker.fetcher.deps import FetcherDeps
 
 log = get_logger(__name__)
 
-BROWSER_ATTEMPTS: Final = 3
-"""Tries per page when the browser dies under it; then the page fails `browser_crash`."""
-
 REVALIDATION_BYTES: Final = 1
 """Body bytes a revalidation reads: its status is the answer (a 200 is then fetched in full
 by the page's own path)."""
-
-CONTEXT_LINGER_S: Final = 5.0
-"""How long a run's browser context stays open here after its pages here ended, while more
-may come (the coordinator's next page of the run usually follows within milliseconds); a
-run's `last` page hands it back at once."""
 
 
 class Rendering(Protocol):
@@ -75,163 +64,22 @@ class Rendering(Protocol):
     def end(self) -> None: ...
 
 
-class HostPacer:
-    """Spaces the starts of one run's pages of a host by its `delay_ms`."""
-
-    def __init__(
-        self,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self._clock = clock
-        self._sleep = sleep
-        self._next: dict[tuple[str, str], float] = {}
-
-    async def turn(self, run_id: str, host: str, delay_s: float) -> None:
-        """Return when a page of `host` may start: `delay_s` after the previous one's turn."""
-        if delay_s <= 0:
-            return
-        now = self._clock()
-        self._next = {key: at for key, at in self._next.items() if at > now - delay_s}
-        start = max(now, self._next.get((run_id, host), now))
-        self._next[(run_id, host)] = start + delay_s
-        if start > now:
-            await self._sleep(start - now)
-
-
-HOST_BACKOFF_REASONS: Final = frozenset({"http_429", "http_503", "blocked_by_site"})
-"""Answers that speak for the whole host ("come back later"), not for one page."""
-
-
-class HostBackoff:
-    """A host that answered 429, 503 or a challenge page waits, for every page of it on this
-    fetcher (which owns the host for the whole group): no page of it starts before the
-    wait its answer asked for (`Retry-After`, else the retry policy's) has passed."""
-
-    def __init__(
-        self,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self._clock = clock
-        self._sleep = sleep
-        self._until: dict[str, float] = {}
-
-    def back_off(self, host: str, wait_s: float) -> None:
-        """`host` asked to be left alone for `wait_s` (a later answer may extend it)."""
-        until = self._clock() + wait_s
-        if until > self._until.get(host, 0.0):
-            self._until[host] = until
-
-    def waiting_s(self, host: str) -> float:
-        """How long a page of `host` must still wait (0: it may start)."""
-        until = self._until.get(host)
-        if until is None:
-            return 0.0
-        left = until - self._clock()
-        if left <= 0:
-            del self._until[host]
-            return 0.0
-        return left
-
-    async def turn(self, host: str) -> None:
-        """Return once `host`'s backoff is over (it may be extended while waiting)."""
-        while (left := self.waiting_s(host)) > 0:
-            await self._sleep(left)
-
-
-class _Held:
-    __slots__ = ("closer", "context", "final", "lock", "users")
-
-    def __init__(self) -> None:
-        self.context: RequestContext | None = None
-        self.lock = asyncio.Lock()
-        self.users = 0
-        self.closer: asyncio.TimerHandle | None = None
-        self.final = False
-        """The run's last page came here: hand back without lingering."""
-
-
-class RunContexts:
-    """One browser context per run on this fetcher, shared by the run's pages here, and
-    handed back (wiped, or closed) `CONTEXT_LINGER_S` after its last page."""
-
-    def __init__(self, pool: BrowserPool, linger_s: float = CONTEXT_LINGER_S) -> None:
-        self._pool = pool
-        self._linger_s = linger_s
-        self._held: dict[str, _Held] = {}
-        self._closing = Background()
-
-    def hold(self, run_id: str, *, last: bool = False) -> None:
-        held = self._held.setdefault(run_id, _Held())
-        held.users += 1
-        held.final = held.final or last
-        if held.closer is not None:
-            held.closer.cancel()
-            held.closer = None
-
-    def release(self, run_id: str) -> None:
-        held = self._held.get(run_id)
-        if held is None:
-            return
-        held.users -= 1
-        if held.users <= 0:
-            if held.final:  # no page of the run comes after: the next run may have it now
-                self._close_later(run_id)
-                return
-            loop = asyncio.get_running_loop()
-            held.closer = loop.call_later(self._linger_s, self._close_later, run_id)
-
-    async def open(self, run_id: str, options: CrawlOptions) -> RequestContext:
-        held = self._held.setdefault(run_id, _Held())
-        async with held.lock:
-            if held.context is None or not held.context.browser_alive:
-                old, held.context = held.context, None
-                if old is not None:
-                    await old.hand_back()
-                held.context = await self._pool.open_context(options)
-            return held.context
-
-    def _close_later(self, run_id: str) -> None:
-        held = self._held.get(run_id)
-        if held is None or held.users > 0:
-            return
-        del self._held[run_id]
-        if held.context is not None:
-            self._closing.start(held.context.hand_back())
-
-    async def close_all(self) -> None:
-        held, self._held = list(self._held.values()), {}
-        for entry in held:
-            if entry.closer is not None:
-                entry.closer.cancel()
-            if entry.context is not None:
-                await entry.context.hand_back()
-        await self._closing.wait()
-
-
 class PageStage:
     """Takes a page task to its content; the caller publishes it."""
 
     def __init__(
-        self,
-        deps: FetcherDeps,
-        contexts: RunContexts,
-        pacer: HostPacer,
-        backoff: HostBackoff | None = None,
+        self, deps: FetcherDeps, pacer: HostPacer, backoff: HostBackoff | None = None
     ) -> None:
         self._deps = deps
-        self._contexts = contexts
         self._pacer = pacer
         self._backoff = backoff or HostBackoff()
         self._retry = RetryPolicy.from_settings(deps.settings)
-        self._settle = SettleLimits.from_settings(deps.settings)
         self._charging = Background()
 
     async def content(
         self, task: PageTask, *, charge: Rendering, partition: int | None = None
     ) -> PageContent:
-        """The page's content; the caller holds the run's context (`RunContexts.hold`) from
+        """The page's content; the caller holds the run's context (`deps.contexts.hold`) from
         before this to after the page's result is published. `partition`: the page
         partition the task's host is placed on, where its cache entry and change history
         live."""
@@ -394,42 +242,18 @@ class PageStage:
 
     async def _render(self, task: PageTask, host: str, timeout_s: float) -> PageContent:
         self._deps.metrics.pages_in_flight.inc()
-        follow = _follow_rules(task)
+        page = PageToRender(
+            url=task.url,
+            options=task.options,
+            run_id=task.run_id,
+            host=host,
+            max_bytes=int(self._deps.settings.max_result_bytes),
+            follow=_follow_rules(task),
+        )
         try:
-            return await self._deps.renderer.render(
-                task.url,
-                task.options,
-                host=host,
-                timeout_s=timeout_s,
-                max_bytes=int(self._deps.settings.max_result_bytes),
-                follow=follow,
-                browser=lambda browser_s: self._browser(task, browser_s, follow),
-            )
+            return await self._deps.renderer.render(page, timeout_s)
         finally:
             self._deps.metrics.pages_in_flight.dec()
-
-    async def _browser(
-        self, task: PageTask, timeout_s: float, follow: FollowRules | None
-    ) -> PageContent:
-        last: BrowserUnavailableError | None = None
-        for _attempt in range(BROWSER_ATTEMPTS):
-            try:
-                context = await self._contexts.open(task.run_id, task.options)
-                return await fetch_page(
-                    context,
-                    task.url,
-                    task.options,
-                    timeout_s=timeout_s,
-                    max_result_bytes=int(self._deps.settings.max_result_bytes),
-                    refusals=self._deps.refusals,
-                    follow=follow,
-                    settle=self._settle,
-                )
-            except BrowserUnavailableError as exc:
-                log.warning("page.browser_lost", url=task.url, error=str(exc))
-                self._deps.metrics.page_retries.labels("browser").inc()
-                last = exc
-        return failed(ErrorCode.BROWSER_CRASH, str(last))
 
 
 def _follow_rules(task: PageTask) -> FollowRules | None:

@@ -39,7 +39,8 @@ from service.messaging.outbox import Outbox
 from service.messaging.publisher import JSON_HEADERS
 from service.messaging.seal import Seal
 from service.worker.fetcher.lane import LaneRecords
-from service.worker.fetcher.pages import HostPacer, PageStage, Rendering, RunContexts
+from service.worker.fetcher.pages import PageStage, Rendering
+from service.worker.fetcher.politeness import HostPacer
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -232,7 +233,7 @@ class Fetcher:
         """The coordinator's tail in this process (role `all`): outcomes go to it at once."""
         self._active = active
         self._deliveries = deliveries
-        self.contexts = RunContexts(deps.pool)
+        self.contexts = deps.contexts
         self.scheduler = deps.scheduler
         self.settings = deps.settings
         self._leaving: list[tuple[int, int, asyncio.Future[None]]] = []
@@ -240,7 +241,7 @@ class Fetcher:
         self._asked = 0
         self._queues: Counter[int] = Counter()
         """Page records of each partition taken and waiting for a slot (`queued`)."""
-        self._stage = PageStage(deps, self.contexts, HostPacer())
+        self._stage = PageStage(deps, HostPacer())
         self._seal = deps.seal or Seal.from_settings(deps.settings)
         self.lane_records = LaneRecords(
             deps.publisher, deps.settings.frontier_topic, on_resend=deps.metrics.publish_retries.inc

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from service.content.page import failed
 from service.contracts import CrawlOptions, ErrorCode
 from service.metrics import Metrics
-from service.paths import HostRenderMemory, PageRenderer
+from service.paths import HostRenderMemory, PageRenderer, PageToRender
 
 if TYPE_CHECKING:
     from service.http.static import StaticAnswer
@@ -26,11 +26,12 @@ def _answer(body: str, *, kind: str = "html", status: int = 200) -> StaticAnswer
 async def _render(fetcher, options: CrawlOptions, memory=None, metrics=None):
     metrics = Metrics(CollectorRegistry()) if metrics is None else metrics
     memory = HostRenderMemory() if memory is None else memory
-    renderer = PageRenderer(fetcher, memory, metrics)
     browser = FakeBrowser()
-    content = await renderer.render(
-        URL, options, host="site.test", timeout_s=10, max_bytes=10**7, follow=None, browser=browser
+    renderer = PageRenderer(fetcher, browser, memory, metrics)
+    page = PageToRender(
+        url=URL, options=options, run_id="run", host="site.test", max_bytes=10**7, follow=None
     )
+    content = await renderer.render(page, timeout_s=10)
     return content, browser, metrics
 
 

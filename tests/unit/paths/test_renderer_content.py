@@ -10,7 +10,7 @@ from service.content.page import PageContent, failed
 from service.contracts import CrawlOptions, ErrorCode
 from service.http.static import StaticAnswer
 from service.metrics import Metrics
-from service.paths import HostRenderMemory, PageRenderer
+from service.paths import HostRenderMemory, PageRenderer, PageToRender
 
 URL = "http://site.test/a"
 
@@ -41,7 +41,8 @@ def _pdf_answer(pages: int, *, truncated: bool = False) -> StaticAnswer:
 class DownloadingBrowser(FakeBrowser):
     """A browser that meets a download where the page should be."""
 
-    async def __call__(self, timeout_s: float) -> PageContent:
+    async def render(self, page: PageToRender, timeout_s: float) -> PageContent:
+        self.pages.append(page)
         self.calls.append(timeout_s)
         return failed(ErrorCode.DOWNLOAD, f"{self.url}: the answer is not a page (a download)")
 
@@ -49,11 +50,12 @@ class DownloadingBrowser(FakeBrowser):
 async def _render(fetcher, options: CrawlOptions, browser=None, *, max_pdf_pages: int = 100):
     metrics = Metrics(CollectorRegistry())
     memory = HostRenderMemory(threshold=1)
-    renderer = PageRenderer(fetcher, memory, metrics, max_pdf_pages=max_pdf_pages)
     browser = browser or FakeBrowser()
-    content = await renderer.render(
-        URL, options, host="site.test", timeout_s=10, max_bytes=10**7, follow=None, browser=browser
+    renderer = PageRenderer(fetcher, browser, memory, metrics, max_pdf_pages=max_pdf_pages)
+    page = PageToRender(
+        url=URL, options=options, run_id="run", host="site.test", max_bytes=10**7, follow=None
     )
+    content = await renderer.render(page, timeout_s=10)
     return content, browser, metrics, memory
 
 

@@ -3,7 +3,7 @@ that owns it, other hosts do not; a later, shorter answer does not shorten the w
 
 from __future__ import annotations
 
-from service.worker.fetcher.pages import HOST_BACKOFF_REASONS, HostBackoff
+from service.worker.fetcher.politeness import HOST_BACKOFF_REASONS, HostBackoff
 
 
 class _Clock:

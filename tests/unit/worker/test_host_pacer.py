@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from service.worker.fetcher.pages import HostPacer
+from service.worker.fetcher.politeness import HostPacer
 
 
 class _Clock:
