@@ -2,25 +2,24 @@
 
 `KafkaCacheStore` keeps, per page partition this fetcher has looked up, the newest index
 record of each key (read from the compacted index topic, caught up at most every
-`CATCH_UP_S`), and reads a body record by its offset when an entry answers. It writes an
+`messaging.compacted.CATCH_UP_S`), and reads a body record by its offset when an entry
+answers. It writes an
 entry as its body, then its index record pointing at the body's offset.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Protocol, Self
 
 import cramjam
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from service.cache.records import CacheIndexRecord, StoredPage
 from service.logs import get_logger
-from service.messaging.kafka_config import client_options
+from service.messaging.compacted import KeyIndex, OffsetReader
 from service.messaging.publisher import Message
 from service.messaging.seal import Seal
 
@@ -33,14 +32,6 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 log = get_logger(__name__)
-
-CATCH_UP_S: Final = 1.0
-"""How stale this fetcher's copy of a partition's index may be: a lookup at most this long
-after the last one reads what other fetchers wrote since (an entry written by a former
-owner of the partition, or by this one's other lookups)."""
-
-POLL_TIMEOUT_MS: Final = 200
-"""How long one fetch of index or body records waits."""
 
 BODY_OVERHEAD_BYTES: Final = 4096
 """Room left in a Kafka message beside a stored page's compressed bytes."""
@@ -145,38 +136,18 @@ class KafkaCacheStore:
         self._max_body = int(settings.max_message_bytes) - BODY_OVERHEAD_BYTES
         self._timeout_s = settings.kafka_timeout.total_seconds()
         fetch_bytes = int(settings.max_message_bytes) + 65_536
-        # "earliest": once retention has deleted a partition's first records, a seek to
-        # offset 0 is out of range and must land on the oldest record kept, not the end
-        self._index = AIOKafkaConsumer(
-            **client_options(settings),
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-        )
-        self._bodies = AIOKafkaConsumer(
-            **client_options(settings),
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            max_partition_fetch_bytes=fetch_bytes,
-            fetch_max_bytes=fetch_bytes,
-        )
-        self._entries: dict[int, dict[bytes, IndexSlot]] = {}
-        self._positions: dict[int, int] = {}
-        self._caught_up: dict[int, float] = {}
-        self._index_lock = asyncio.Lock()
-        self._body_lock = asyncio.Lock()
+        self._index = KeyIndex(settings, self._index_topic, self._slot_of)
+        self._bodies = OffsetReader(settings, self._bodies_topic, fetch_bytes=fetch_bytes)
         self._recent = RecentPages(int(settings.cache_memory_bytes))
 
     @property
     def entries(self) -> int:
         """Index entries held here, over every partition read."""
-        return sum(map(len, self._entries.values()))
+        return self._index.size
 
     async def __aenter__(self) -> Self:
-        async with asyncio.timeout(self._timeout_s):
-            await self._index.start()
-            await self._bodies.start()
+        await self._index.start()
+        await self._bodies.start()
         return self
 
     async def __aexit__(
@@ -185,37 +156,24 @@ class KafkaCacheStore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        async with asyncio.timeout(self._timeout_s):
-            await self._index.stop()
-            await self._bodies.stop()
+        await self._index.stop()
+        await self._bodies.stop()
 
     async def find(self, partition: int, key: str) -> CacheIndexRecord | None:
-        await self._catch_up(partition)
+        await self._index.catch_up(partition)
         raw = _raw_key(key)
-        slot = self._entries.get(partition, {}).get(raw) if raw is not None else None
+        slot = self._index.get(partition, raw) if raw is not None else None
         return None if slot is None else slot.record(raw or b"")
 
     async def body(self, partition: int, entry: CacheIndexRecord) -> StoredPage | None:
         held = self._recent.get((partition, entry.body_offset))
         if held is not None:
             return held
-        page = await self._read_body(partition, entry)
+        record = await self._bodies.read(partition, entry.body_offset)
+        page = None if record is None else self._page_of(record, entry)
         if page is not None:
             self._recent.put((partition, entry.body_offset), page)
         return page
-
-    async def _read_body(self, partition: int, entry: CacheIndexRecord) -> StoredPage | None:
-        tp = TopicPartition(self._bodies_topic, partition)
-        async with self._body_lock, asyncio.timeout(self._timeout_s):
-            self._bodies.assign([tp])
-            end = (await self._bodies.end_offsets([tp]))[tp]
-            if entry.body_offset >= end:
-                return None  # the topic was recreated or cut back: the entry points nowhere
-            self._bodies.seek(tp, entry.body_offset)
-            while True:
-                batch = await self._bodies.getmany(tp, timeout_ms=POLL_TIMEOUT_MS, max_records=1)
-                for record in batch.get(tp, []):
-                    return self._page_of(record, entry)
 
     async def put(self, partition: int, page: StoredPage, entry: CacheIndexRecord) -> bool:
         """Write `page`, then `entry` pointing at it; False when the page is too large."""
@@ -243,54 +201,25 @@ class KafkaCacheStore:
         await asyncio.wait_for(await self._publisher.send(message), self._timeout_s)
         raw = _raw_key(entry.key)
         if raw is not None:
-            self._entries.setdefault(partition, {})[raw] = IndexSlot(entry)
+            self._index.put(partition, raw, IndexSlot(entry))
 
-    async def _catch_up(self, partition: int) -> None:
-        """Read what the index partition got since the last look (all of it the first time)."""
-        if time.monotonic() - self._caught_up.get(partition, -CATCH_UP_S) < CATCH_UP_S:
-            return
-        tp = TopicPartition(self._index_topic, partition)
-        async with self._index_lock:
-            if partition not in self._positions:
-                self._follow(partition)
-            async with asyncio.timeout(self._timeout_s):
-                end = (await self._index.end_offsets([tp]))[tp]
-            while await self._index.position(tp) < end:
-                # A deadline per fetch, not for the whole read: a large partition taken
-                # over is read for as long as its records keep coming.
-                async with asyncio.timeout(self._timeout_s):
-                    batch = await self._index.getmany(tp, timeout_ms=POLL_TIMEOUT_MS)
-                for record in batch.get(tp, []):
-                    self._apply(partition, record)
-                self._positions[partition] = await self._index.position(tp)
-            self._caught_up[partition] = time.monotonic()
-
-    def _follow(self, partition: int) -> None:
-        """Add `partition` to the index consumer, keeping the others' positions."""
-        self._positions[partition] = 0
-        self._entries.setdefault(partition, {})
-        tps = {TopicPartition(self._index_topic, p): at for p, at in self._positions.items()}
-        self._index.assign(list(tps))
-        for tp, at in tps.items():
-            self._index.seek(tp, at)
-
-    def _apply(self, partition: int, record: ConsumerRecord[bytes, bytes]) -> None:
-        entries = self._entries[partition]
+    def _slot_of(
+        self, partition: int, record: ConsumerRecord[bytes, bytes]
+    ) -> tuple[bytes, IndexSlot | None] | None:
         raw = _raw_key((record.key or b"").decode(errors="replace"))
         if raw is None:
             log.warning("cache.index_unreadable", partition=partition, error="not a cache key")
-            return
+            return None
         if not record.value:  # a purge's tombstone
-            entries.pop(raw, None)
-            return
+            return raw, None
         if not self._seal.admits(self._index_topic, record.key, record.value, record.headers):
-            return
+            return None
         try:
             entry = CacheIndexRecord.model_validate_json(record.value)
         except ValidationError as exc:
             log.warning("cache.index_unreadable", partition=partition, error=str(exc)[:200])
-            return
-        entries[raw] = IndexSlot(entry)
+            return None
+        return raw, IndexSlot(entry)
 
     def _page_of(
         self, record: ConsumerRecord[bytes, bytes], entry: CacheIndexRecord

@@ -1,26 +1,23 @@
 """`KafkaHistoryStore`: the histories of the page partitions a fetcher looks up, on Kafka.
 
 Per partition looked up, it holds the newest observation of each key (hash, fetch time,
-offset), read from the history topic's headers and caught up at most every `CATCH_UP_S`;
-it reads a record's value (the Markdown) by its offset only when a diff needs it.
-Compaction never moves offsets, and it always keeps a key's newest record.
+offset), read from the history topic's headers (`messaging.compacted.KeyIndex`); it reads
+a record's value (the Markdown) by its offset only when a diff needs it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Self
 
 import cramjam
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from service.changes.compare import History, Observation
 from service.changes.history import HistoryRecord
 from service.logs import get_logger
-from service.messaging.kafka_config import client_options
+from service.messaging.compacted import KeyIndex, OffsetReader
 from service.messaging.publisher import Message
 
 if TYPE_CHECKING:
@@ -32,12 +29,6 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 log = get_logger(__name__)
-
-CATCH_UP_S: Final = 1.0
-"""How stale this fetcher's copy of a partition's histories may be (see the page cache's)."""
-
-POLL_TIMEOUT_MS: Final = 200
-"""How long one fetch of history records waits."""
 
 SHA_HEADER: Final = "crawlstream-sha256"
 """The observation's hash (empty: the page was gone)."""
@@ -146,27 +137,12 @@ class KafkaHistoryStore:
         self._timeout_s = settings.kafka_timeout.total_seconds()
         self._max_value = int(settings.max_message_bytes) - RECORD_OVERHEAD_BYTES
         fetch_bytes = int(settings.max_message_bytes) + 65_536
-        options = {
-            **client_options(settings),
-            "group_id": None,
-            "enable_auto_commit": False,
-            # A start that retention deleted reads from the first record kept, not the end.
-            "auto_offset_reset": "earliest",
-            "max_partition_fetch_bytes": fetch_bytes,
-            "fetch_max_bytes": fetch_bytes,
-        }
-        self._index = AIOKafkaConsumer(**options)
-        self._values = AIOKafkaConsumer(**options)
-        self._slots: dict[int, dict[bytes, _Slot]] = {}
-        self._positions: dict[int, int] = {}
-        self._caught_up: dict[int, float] = {}
-        self._index_lock = asyncio.Lock()
-        self._value_lock = asyncio.Lock()
+        self._index = KeyIndex(settings, self._topic, _slot_of_record, fetch_bytes=fetch_bytes)
+        self._values = OffsetReader(settings, self._topic, fetch_bytes=fetch_bytes)
 
     async def __aenter__(self) -> Self:
-        async with asyncio.timeout(self._timeout_s):
-            await self._index.start()
-            await self._values.start()
+        await self._index.start()
+        await self._values.start()
         return self
 
     async def __aexit__(
@@ -175,39 +151,25 @@ class KafkaHistoryStore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        async with asyncio.timeout(self._timeout_s):
-            await self._index.stop()
-            await self._values.stop()
+        await self._index.stop()
+        await self._values.stop()
 
     async def find(self, partition: int, key: str) -> History | None:
-        await self._catch_up(partition)
-        slot = self._slots.get(partition, {}).get(bytes.fromhex(key))
+        await self._index.catch_up(partition)
+        slot = self._index.get(partition, bytes.fromhex(key))
         return None if slot is None else slot.history()
 
     async def markdown(self, partition: int, key: str, *, before: bool = False) -> str | None:
-        slot = self._slots.get(partition, {}).get(bytes.fromhex(key))
+        slot = self._index.get(partition, bytes.fromhex(key))
         if slot is None:
             return None
-        record = await self._read(partition, key, slot.offset)
+        read = await self._values.read(partition, slot.offset)
+        record = None if read is None else _record_of(read, key, slot.offset)
         if record is None:
             return None
         if before:
             return None if record.before is None else record.before.markdown
         return record.markdown
-
-    async def _read(self, partition: int, key: str, offset: int) -> HistoryRecord | None:
-        """The record at `offset`, if it is still the one of `key` there."""
-        tp = TopicPartition(self._topic, partition)
-        async with self._value_lock, asyncio.timeout(self._timeout_s):
-            self._values.assign([tp])
-            end = (await self._values.end_offsets([tp]))[tp]
-            if offset >= end:
-                return None  # the topic was recreated or cut back
-            self._values.seek(tp, offset)
-            while True:
-                batch = await self._values.getmany(tp, timeout_ms=POLL_TIMEOUT_MS, max_records=1)
-                for record in batch.get(tp, []):
-                    return self._record_of(record, key, offset)
 
     async def put(self, partition: int, record: HistoryRecord) -> None:
         value = encode_record(record)
@@ -224,58 +186,32 @@ class KafkaHistoryStore:
         offset = getattr(written, "offset", None)
         if isinstance(offset, int):
             slot = slot_of(dict(message.headers), offset)
-            self._slots.setdefault(partition, {})[bytes.fromhex(record.key)] = slot
+            self._index.put(partition, bytes.fromhex(record.key), slot)
 
-    async def _catch_up(self, partition: int) -> None:
-        """Read what the partition got since the last look (all of it the first time)."""
-        if time.monotonic() - self._caught_up.get(partition, -CATCH_UP_S) < CATCH_UP_S:
-            return
-        tp = TopicPartition(self._topic, partition)
-        async with self._index_lock:
-            if partition not in self._positions:
-                self._follow(partition)
-            async with asyncio.timeout(self._timeout_s):
-                end = (await self._index.end_offsets([tp]))[tp]
-            while await self._index.position(tp) < end:
-                async with asyncio.timeout(self._timeout_s):  # per fetch: a takeover reads on
-                    batch = await self._index.getmany(tp, timeout_ms=POLL_TIMEOUT_MS)
-                for record in batch.get(tp, []):
-                    self._apply(partition, record)
-                self._positions[partition] = await self._index.position(tp)
-            self._caught_up[partition] = time.monotonic()
 
-    def _follow(self, partition: int) -> None:
-        """Add `partition` to the index consumer, keeping the others' positions."""
-        self._positions[partition] = 0
-        self._slots.setdefault(partition, {})
-        tps = {TopicPartition(self._topic, p): at for p, at in self._positions.items()}
-        self._index.assign(list(tps))
-        for tp, at in tps.items():
-            self._index.seek(tp, at)
+def _slot_of_record(
+    partition: int, record: ConsumerRecord[bytes, bytes]
+) -> tuple[bytes, _Slot | None] | None:
+    try:
+        key = bytes.fromhex((record.key or b"").decode())
+    except ValueError:
+        log.warning("changes.history_unreadable", partition=partition, error="bad key")
+        return None
+    if not record.value:  # a tombstone
+        return key, None
+    try:
+        return key, slot_of(dict(record.headers), record.offset)
+    except (KeyError, ValueError) as exc:
+        log.warning("changes.history_unreadable", partition=partition, error=repr(exc))
+        return None
 
-    def _apply(self, partition: int, record: ConsumerRecord[bytes, bytes]) -> None:
-        slots = self._slots[partition]
-        try:
-            key = bytes.fromhex((record.key or b"").decode())
-        except ValueError:
-            log.warning("changes.history_unreadable", partition=partition, error="bad key")
-            return
-        if not record.value:  # a tombstone
-            slots.pop(key, None)
-            return
-        try:
-            slots[key] = slot_of(dict(record.headers), record.offset)
-        except (KeyError, ValueError) as exc:
-            log.warning("changes.history_unreadable", partition=partition, error=repr(exc))
 
-    def _record_of(
-        self, record: ConsumerRecord[bytes, bytes], key: str, offset: int
-    ) -> HistoryRecord | None:
-        if record.offset != offset or not record.value:
-            return None  # compacted away: a newer record of the key replaced it
-        try:
-            history = decode_record(record.value)
-        except (ValidationError, cramjam.DecompressionError) as exc:
-            log.warning("changes.history_unreadable", offset=offset, error=str(exc)[:200])
-            return None
-        return history if history.key == key else None
+def _record_of(record: ConsumerRecord[bytes, bytes], key: str, offset: int) -> HistoryRecord | None:
+    if record.offset != offset or not record.value:
+        return None  # compacted away: a newer record of the key replaced it
+    try:
+        history = decode_record(record.value)
+    except (ValidationError, cramjam.DecompressionError) as exc:
+        log.warning("changes.history_unreadable", offset=offset, error=str(exc)[:200])
+        return None
+    return history if history.key == key else None

@@ -137,7 +137,9 @@ class RecordConsumer:
         should_pause: Callable[[], bool] = lambda: False,
         intake_room: Callable[[], int] | None = None,
         full: Callable[[int], bool] = lambda _: False,
+        client: Callable[..., AIOKafkaConsumer] = AIOKafkaConsumer,
     ) -> None:
+        """`client` makes the Kafka consumer from its options (a test's stands in)."""
         self._settings = settings
         self._spec = spec
         self._handler = handler
@@ -173,7 +175,7 @@ class RecordConsumer:
         self._assignor = sticky_assignor()
         """Sticky: a rebalance moves as few partitions as it can, and work of partitions that
         stay goes on. The only one offered (see `_assignor`)."""
-        self._consumer = AIOKafkaConsumer(
+        self._consumer = client(
             **client_options(settings),
             group_id=self._spec.group_id,
             group_instance_id=settings.group_instance_id,

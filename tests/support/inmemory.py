@@ -44,7 +44,11 @@ from service.worker.fetcher.deps import FetcherDeps
 from service.worker.fetcher.scheduler import PageScheduler, SlotLimits
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable, Iterable
+
+    from aiokafka import TopicPartition
+
+    Offsets = dict[TopicPartition, tuple[int, str]]
 
     from service.contracts import FrontierRecord, RecordSource
     from service.messaging.chunks import Headers
@@ -393,3 +397,44 @@ def fetcher_deps(
         renderer=PageRenderer(fetcher, browser, HostRenderMemory(), metrics),  # type: ignore[arg-type]
         contexts=contexts,
     )
+
+
+class FakeKafkaConsumer:
+    """What `RecordConsumer` and `HostDirectory` ask of their Kafka consumer, in memory
+    (pass `client=consumer.factory`): an assignment, pausing, high watermarks, and commits
+    that a test may hold (`commit_hook`)."""
+
+    def __init__(self, assigned: Iterable[TopicPartition] = ()) -> None:
+        self.assigned = set(assigned)
+        self.held: set[TopicPartition] = set()
+        self.watermarks: dict[int, int | None] = {}
+        self.commit_hook: (
+            Callable[[dict[TopicPartition, tuple[int, str]]], Awaitable[None]] | None
+        ) = None
+        self.options: dict[str, object] = {}
+
+    def factory(self, **options: object) -> FakeKafkaConsumer:
+        self.options = options
+        return self
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.assigned)
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self.held)
+
+    def pause(self, *tps: TopicPartition) -> None:
+        self.held.update(tps)
+
+    def resume(self, *tps: TopicPartition) -> None:
+        self.held.difference_update(tps)
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        return self.watermarks.get(tp.partition)
+
+    async def commit(self, offsets: Offsets) -> None:
+        if self.commit_hook is not None:
+            await self.commit_hook(offsets)
+
+    async def stop(self) -> None:
+        return None

@@ -33,7 +33,7 @@ from service.messaging.seal import Seal
 from service.messaging.topics import partition_for
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
     from types import TracebackType
 
     from aiokafka import ConsumerRecord
@@ -148,17 +148,22 @@ class HostDirectory:
     returns once the topic is read to its end as of start, then follows it all the time."""
 
     def __init__(
-        self, settings: Settings, publisher: Publisher, partitions: int, seal: Seal | None = None
+        self,
+        settings: Settings,
+        publisher: Publisher,
+        partitions: int,
+        seal: Seal | None = None,
+        *,
+        client: Callable[..., AIOKafkaConsumer] = AIOKafkaConsumer,
     ) -> None:
+        """`client` makes the Kafka consumer from its options (a test's stands in)."""
         self._topic = settings.hosts_topic
         self._seal = seal or Seal.from_settings(settings)
         """Only this deployment's authentic placements are followed."""
         self._publisher = publisher
         self._timeout_s = settings.kafka_timeout.total_seconds()
         self._placements = Placements(partitions)
-        self._consumer = AIOKafkaConsumer(
-            **client_options(settings), group_id=None, enable_auto_commit=False
-        )
+        self._consumer = client(**client_options(settings), group_id=None, enable_auto_commit=False)
         self._partitions: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int] = {}
         self._progress = asyncio.Condition()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from aiokafka import ConsumerRecord, TopicPartition
+from inmemory import FakeKafkaConsumer
 from prometheus_client import CollectorRegistry
 
 from service.messaging.consumer import CHARGE_FIRST_BYTES, RecordConsumer
@@ -32,7 +33,9 @@ async def _taken(size: int) -> tuple[bool, list[dict[TopicPartition, tuple[int, 
         started.set()
 
     metrics = Metrics(CollectorRegistry())
-    consumer = RecordConsumer(SETTINGS, handler, metrics, spec=requests_spec(SETTINGS, metrics))
+    inner = FakeKafkaConsumer()
+    spec = requests_spec(SETTINGS, metrics)
+    consumer = RecordConsumer(SETTINGS, handler, metrics, spec=spec, client=inner.factory)
     answer = asyncio.Event()
     asked: list[dict[TopicPartition, tuple[int, str]]] = []
 
@@ -40,8 +43,7 @@ async def _taken(size: int) -> tuple[bool, list[dict[TopicPartition, tuple[int, 
         asked.append(offsets)
         await answer.wait()
 
-    inner = consumer._consumer  # noqa: SLF001
-    inner.commit = commit  # type: ignore[method-assign]
+    inner.commit_hook = commit
     take = asyncio.create_task(consumer._take({TP: [_record(5, size)]}))  # noqa: SLF001
     async with asyncio.timeout(5):
         while not asked:
@@ -53,7 +55,6 @@ async def _taken(size: int) -> tuple[bool, list[dict[TopicPartition, tuple[int, 
     async with asyncio.timeout(5):
         await take
         await started.wait()
-    await inner.stop()  # never started; closes its client
     return before, asked
 
 
@@ -81,7 +82,9 @@ async def test_a_relief_sent_while_the_charge_is_in_flight_goes_after_it():
         return None
 
     metrics = Metrics(CollectorRegistry())
-    consumer = RecordConsumer(SETTINGS, handler, metrics, spec=requests_spec(SETTINGS, metrics))
+    inner = FakeKafkaConsumer()
+    spec = requests_spec(SETTINGS, metrics)
+    consumer = RecordConsumer(SETTINGS, handler, metrics, spec=spec, client=inner.factory)
     answers = [asyncio.Event(), asyncio.Event()]
     asked: list[dict[TopicPartition, tuple[int, str]]] = []
 
@@ -89,8 +92,7 @@ async def test_a_relief_sent_while_the_charge_is_in_flight_goes_after_it():
         asked.append(offsets)
         await answers[len(asked) - 1].wait()
 
-    inner = consumer._consumer  # noqa: SLF001
-    inner.commit = commit  # type: ignore[method-assign]
+    inner.commit_hook = commit
     record = _record(5, 100)
     await consumer._take({TP: [record]})  # noqa: SLF001  # the charge, in flight
     relief = asyncio.create_task(consumer.relieved(record))
@@ -104,4 +106,3 @@ async def test_a_relief_sent_while_the_charge_is_in_flight_goes_after_it():
     charge, relieved = asked
     assert charge[TP] != relieved[TP]
     assert consumer._tracker.to_commit({TP}) == {}  # noqa: SLF001  # the last one sent is current
-    await inner.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aiokafka import TopicPartition
+from inmemory import FakeKafkaConsumer
 from prometheus_client import CollectorRegistry
 
 from service.messaging.consumer import RecordConsumer
@@ -32,18 +33,12 @@ async def test_only_the_full_partition_is_held():
         metrics,
         spec=pages_spec(SETTINGS, metrics),
         full=lambda partition: partition in full,
+        client=FakeKafkaConsumer(PARTS).factory,
     )
-    inner = consumer._consumer  # noqa: SLF001
-    inner.assignment = lambda: set(PARTS)  # type: ignore[method-assign]
-    paused: set[TopicPartition] = set()
-    inner.paused = lambda: set(paused)  # type: ignore[method-assign]
-    inner.pause = paused.update  # type: ignore[assignment]
-    inner.resume = lambda *tps: paused.difference_update(tps)  # type: ignore[assignment]
 
     assert consumer._apply_backpressure(room=10) == {PARTS[1]}  # noqa: SLF001
     full.clear()
     assert consumer._apply_backpressure(room=10) == set()  # noqa: SLF001
-    await inner.stop()  # never started; closes its client
 
 
 async def test_records_set_aside_leave_room_up_to_the_paced_bound():
@@ -52,7 +47,9 @@ async def test_records_set_aside_leave_room_up_to_the_paced_bound():
     settings = Settings(worker_name="unit", max_paced_pages=2)  # type: ignore[arg-type]
     metrics = Metrics(CollectorRegistry())
     spec = pages_spec(settings, metrics)
-    consumer = RecordConsumer(settings, _never, metrics, spec=spec)
+    consumer = RecordConsumer(
+        settings, _never, metrics, spec=spec, client=FakeKafkaConsumer().factory
+    )
     busy = {PARTS[0]: {object() for _ in range(spec.max_in_flight)}}
     consumer._tasks = busy  # type: ignore[assignment]  # noqa: SLF001
     assert consumer._fetch_room() == 0  # noqa: SLF001
@@ -65,7 +62,6 @@ async def test_records_set_aside_leave_room_up_to_the_paced_bound():
     for record in records:
         consumer.taken_back(record)  # type: ignore[arg-type]
     assert consumer._fetch_room() == 0  # noqa: SLF001
-    await consumer._consumer.stop()  # noqa: SLF001  # never started; closes its client
 
 
 @dataclass(frozen=True)

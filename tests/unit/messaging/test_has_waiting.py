@@ -5,6 +5,7 @@ coordinator's own tasks never go before another coordinator's tasks for the same
 from __future__ import annotations
 
 from aiokafka import TopicPartition
+from inmemory import FakeKafkaConsumer
 from prometheus_client import CollectorRegistry
 
 from service.messaging.consumer import RecordConsumer
@@ -16,9 +17,10 @@ from service.worker.consumers import pages_spec
 async def _consumer(highwater: dict[int, int | None]) -> RecordConsumer:
     settings = Settings(worker_name="unit")
     metrics = Metrics(CollectorRegistry())
-    consumer = RecordConsumer(settings, _never, metrics, spec=pages_spec(settings, metrics))
-    consumer._consumer.highwater = lambda tp: highwater.get(tp.partition)  # type: ignore[method-assign]  # noqa: SLF001
-    return consumer
+    inner = FakeKafkaConsumer()
+    inner.watermarks = highwater
+    spec = pages_spec(settings, metrics)
+    return RecordConsumer(settings, _never, metrics, spec=spec, client=inner.factory)
 
 
 async def _never(*_args: object) -> None:
@@ -37,4 +39,3 @@ async def test_records_beyond_what_was_taken_are_waiting():
     assert not consumer.has_waiting(2)  # never fetched: nothing known to wait
     tracker.delivered(TopicPartition(topic, 0), 0, charge=False)
     assert consumer.has_waiting(0)
-    await consumer._consumer.stop()  # noqa: SLF001  # never started; closes its client

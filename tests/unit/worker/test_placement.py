@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
+from inmemory import FakeKafkaConsumer
+
 from service.errors import BrokerUnavailableError
 from service.messaging.topics import partition_for
 from service.settings import Settings
@@ -77,7 +79,12 @@ async def test_a_placement_the_broker_did_not_take_is_tried_again():
     """Broker trouble while a new host is placed is waited out, as every other write of a
     run is; before, the run failed with `internal`."""
     settings = Settings(worker_name="unit")
-    directory = HostDirectory(settings, publisher=None, partitions=4)  # type: ignore[arg-type]
+    directory = HostDirectory(
+        settings,
+        publisher=None,  # type: ignore[arg-type]
+        partitions=4,
+        client=FakeKafkaConsumer().factory,
+    )
     tries: list[dict[str, int]] = []
 
     async def write(chosen: dict[str, int]) -> None:
@@ -92,4 +99,3 @@ async def test_a_placement_the_broker_did_not_take_is_tried_again():
         await directory.place(["a.test", "b.test"])
     assert tries == [{"a.test": 0, "b.test": 1}] * 2
     assert (directory.partition("a.test"), directory.partition("b.test")) == (0, 1)
-    await directory._consumer.stop()  # noqa: SLF001  # never started; closes its client
