@@ -34,7 +34,9 @@ class Metrics:
         )
         self.pages_queued = Gauge("crawl_pages_queued", "Pages waiting for a slot.", registry=r)
         self.requests_in_flight = Gauge(
-            "crawl_requests_in_flight", "Requests taken and not yet committed.", registry=r
+            "crawl_requests_in_flight",
+            "Request records taken from Kafka and not finished.",
+            registry=r,
         )
         self.consumer_lag = Gauge(
             "crawl_consumer_lag",
@@ -44,11 +46,6 @@ class Metrics:
         )
         self.pages_pending = Gauge(
             "crawl_pages_pending", "Pages taken from Kafka and not finished.", registry=r
-        )
-        self.requests_pending = Gauge(
-            "crawl_requests_pending",
-            "Request records taken from Kafka and not finished.",
-            registry=r,
         )
         self.page_consumer_lag = Gauge(
             "crawl_page_consumer_lag",

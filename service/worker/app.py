@@ -159,7 +159,6 @@ class Worker:
                     on_assigned=lambda tps: tail.follow({tp.partition for tp in tps}),
                 )
                 requests = RecordConsumer(settings, self._handle, self._metrics, spec=spec)
-                self._metrics.requests_pending.set_function(lambda: requests.in_flight)
                 self._requests = requests
                 self._consumers.insert(0, requests)
             await stack.enter_async_context(

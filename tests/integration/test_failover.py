@@ -212,7 +212,7 @@ async def test_lag_counts_unfinished_requests_and_follows_ownership(
 
     working = {
         'crawl_consumer_lag{partition="0"}': 6,
-        "crawl_requests_pending": 6,
+        "crawl_requests_in_flight": 6,
         "crawl_pages_pending": 6,
     }
 
