@@ -195,6 +195,10 @@ class MemorySampler:
         interval = settings.memory_sample_interval.total_seconds()
         return cls(probe, interval=interval, listener=listener)
 
+    def listen(self, listener: Callable[[MemorySnapshot], None]) -> None:
+        """Hand each snapshot after this one to `listener` (one built from `latest`)."""
+        self._listener = listener
+
     @property
     def latest(self) -> MemorySnapshot:
         if self._latest is None:

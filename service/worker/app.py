@@ -290,10 +290,7 @@ class Worker:
     async def _memory_gate(self, stack: contextlib.AsyncExitStack) -> MemoryGate:
         """The sampler feeds the gate, which applies the governor's decisions."""
         settings = self._settings
-        gates: list[MemoryGate] = []  # the gate is built from the sampler's first snapshot
-        sampler = await stack.enter_async_context(
-            MemorySampler.from_settings(settings, listener=lambda s: gates[0].on_sample(s))  # noqa: PLW0108
-        )
+        sampler = await stack.enter_async_context(MemorySampler.from_settings(settings))
         gate = MemoryGate(
             Governor.from_settings(settings),
             self._metrics,
@@ -302,7 +299,7 @@ class Worker:
             enforce=settings.memory_governor,
             ceiling=settings.max_page_slots,
         )
-        gates.append(gate)
+        sampler.listen(gate.on_sample)
         log.info(
             "memory.limit",
             limit_mib=sampler.latest.limit_bytes // 2**20,
