@@ -31,8 +31,9 @@ async def run_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 async def run_gateway(args: argparse.Namespace, settings: Settings) -> int:
     from service.gateway import serve  # noqa: PLC0415 - the HTTP stack only when needed
+    from service.mcp.http import mount  # noqa: PLC0415
 
-    await serve(settings, args.port)
+    await serve(settings, args.port, mounts=[mount])
     return 0
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, Final
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import structlog
 import uvicorn
@@ -26,10 +26,10 @@ from service.gateway.metrics import GatewayMetrics
 from service.gateway.routes import ROUTERS
 from service.gateway.service import OPEN_TENANT, Gateway
 from service.health import HealthServer
-from service.mcp.http import mount as mount_mcp
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+    from contextlib import AbstractAsyncContextManager
 
     from service.settings import Settings
 
@@ -38,13 +38,27 @@ log = structlog.get_logger(__name__)
 TITLE: Final = "Crawlstream gateway (Firecrawl v2 API)"
 
 
-def create_app(settings: Settings, metrics: GatewayMetrics | None = None) -> FastAPI:
-    """The app; its lifespan connects to Kafka and rebuilds the job view."""
+class Mounted(Protocol):
+    """What an extension mounted on the app (`/mcp`) runs during the app's lifespan."""
+
+    def running(self) -> AbstractAsyncContextManager[None]: ...
+
+
+def create_app(
+    settings: Settings,
+    metrics: GatewayMetrics | None = None,
+    *,
+    mounts: Sequence[Callable[[FastAPI, Settings], Mounted]] = (),
+) -> FastAPI:
+    """The app; its lifespan connects to Kafka and rebuilds the job view. `mounts` add
+    endpoints beside the routes (the composition root passes `/mcp`'s)."""
     counted = metrics or GatewayMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with Gateway(settings, counted) as gateway, mcp.running():
+        async with Gateway(settings, counted) as gateway, AsyncExitStack() as stack:
+            for extension in extensions:
+                await stack.enter_async_context(extension.running())
             app.state.gateway = gateway
             async with HealthServer(counted, settings.gateway_metrics_port, _readiness(gateway)):
                 if gateway.keys.open:
@@ -63,16 +77,21 @@ def create_app(settings: Settings, metrics: GatewayMetrics | None = None) -> Fas
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(BrokerUnavailableError, _broker_away)  # type: ignore[arg-type]
     app.add_api_route("/metrics", _metrics, include_in_schema=False)
-    mcp = mount_mcp(app, settings)  # `/mcp`: the tools call the routes above, in process
+    extensions = [mount(app, settings) for mount in mounts]  # they call the routes above
     app.middleware("http")(_count)
     app.add_middleware(BodyLimit, limit=int(settings.gateway_max_body_bytes))
     return app
 
 
-async def serve(settings: Settings, port: int | None = None) -> None:
+async def serve(
+    settings: Settings,
+    port: int | None = None,
+    *,
+    mounts: Sequence[Callable[[FastAPI, Settings], Mounted]] = (),
+) -> None:
     """Run the gateway until SIGTERM or SIGINT, then drain and return (exit code 0)."""
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, mounts=mounts),
         host=settings.gateway_host,
         port=settings.gateway_port if port is None else port,
         log_config=None,
