@@ -41,6 +41,12 @@ class PagePlan(Protocol):
     def wants_sitemap(self) -> bool: ...
 
     @property
+    def deep(self) -> bool:
+        """Pages' links fold into it (a deep crawl): its frontier log is its state, which a
+        run rebuilds from and a tracked crawl compares with the previous one's."""
+        ...
+
+    @property
     def final(self) -> bool:
         """Nothing will be admitted beyond what is admitted now (a list)."""
         ...
@@ -50,11 +56,23 @@ class PagePlan(Protocol):
         ...
 
     def heavy(self, record: FrontierRecord) -> bool:
-        """Finishing this page costs enough CPU to do it in a thread."""
+        """Finishing this page costs enough CPU to do `expansion` in a thread."""
+        ...
+
+    def expansion(self, record: FrontierRecord) -> Expansion:
+        """What a page's outcome offers the plan (pure: a replayed record gives the same)."""
+        ...
+
+    def fold(self, record: FrontierRecord, expansion: Expansion) -> list[Admitted]:
+        """Take a page's outcome and its expansion; returns the pages newly admitted."""
         ...
 
     def finished(self, record: FrontierRecord) -> list[Admitted]:
-        """Take a page's outcome; returns the pages it newly admits (in order)."""
+        """`fold` with the record's own expansion."""
+        ...
+
+    def sitemap_pages(self, urls: list[str]) -> SitemapPages:
+        """What the plan would keep of a sitemap's URLs (pure, may take a thread)."""
         ...
 
     def sitemap(self, pages: SitemapPages) -> list[Admitted]:
@@ -89,6 +107,10 @@ class ListPlan:
         return False
 
     @property
+    def deep(self) -> bool:
+        return False
+
+    @property
     def final(self) -> bool:
         return True
 
@@ -98,8 +120,17 @@ class ListPlan:
     def heavy(self, record: FrontierRecord) -> bool:  # noqa: ARG002
         return False
 
+    def expansion(self, record: FrontierRecord) -> Expansion:  # noqa: ARG002
+        return Expansion((), None)
+
+    def fold(self, record: FrontierRecord, expansion: Expansion) -> list[Admitted]:  # noqa: ARG002
+        return []
+
     def finished(self, record: FrontierRecord) -> list[Admitted]:  # noqa: ARG002
         return []
+
+    def sitemap_pages(self, urls: list[str]) -> SitemapPages:  # noqa: ARG002
+        return SitemapPages()
 
     def sitemap(self, pages: SitemapPages) -> list[Admitted]:  # noqa: ARG002
         return []
@@ -132,6 +163,10 @@ class DeepPlan:
         return self._spec.sitemap
 
     @property
+    def deep(self) -> bool:
+        return True
+
+    @property
     def final(self) -> bool:
         return False  # a page's links may admit more until the last page is folded
 
@@ -152,12 +187,12 @@ class DeepPlan:
         return Expansion(candidates, self._plan.canonical_of(record.canonical))
 
     def finished(self, record: FrontierRecord) -> list[Admitted]:
+        return self.fold(record, self.expansion(record))
+
+    def fold(self, record: FrontierRecord, expansion: Expansion) -> list[Admitted]:
         if record.url is None:
             return []
-        return self._plan.expanded(record.url, self.expansion(record))
-
-    def fold(self, url: str, expansion: Expansion) -> list[Admitted]:
-        return self._plan.expanded(url, expansion)
+        return self._plan.expanded(record.url, expansion)
 
     def sitemap_pages(self, urls: list[str]) -> SitemapPages:
         return self._plan.sitemap_pages(urls)
@@ -173,7 +208,7 @@ class DeepPlan:
         return f"frontier exhausted: {pages} pages, {plan.discovered} discovered"
 
 
-def plan_for(request: CrawlRequest) -> ListPlan | DeepPlan:
+def plan_for(request: CrawlRequest) -> PagePlan:
     if request.crawl is None:
         return ListPlan(request.urls)
     return DeepPlan(request.crawl, request.urls)

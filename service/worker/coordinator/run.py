@@ -44,7 +44,7 @@ from service.messaging.failures import root_cause
 from service.worker.coordinator.ledger import RunLedger
 from service.worker.coordinator.outputs import RunOutputs
 from service.worker.coordinator.page_keys import page_key
-from service.worker.coordinator.plans import DeepPlan, plan_for
+from service.worker.coordinator.plans import plan_for
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -209,7 +209,7 @@ class Run:
     def _unreached(self) -> Unreached | None:
         """The report of pages a previous crawl reached, for a tracked deep crawl."""
         tracking = self._request.options.change_tracking
-        if tracking is None or not isinstance(self._plan, DeepPlan):
+        if tracking is None or not self._plan.deep:
             return None
         deps = self._deps
         return Unreached(
@@ -284,7 +284,7 @@ class Run:
     async def _replay(self, position: int) -> SitemapPages | None:
         """What earlier runs of this request left in the frontier log (only read when the
         record was delivered before, or for a deep crawl, whose log a run rebuilds from)."""
-        if not (self._earlier or isinstance(self._plan, DeepPlan)):
+        if not (self._earlier or self._plan.deep):
             return None
         records = await self._deps.frontier_log(
             self._deps.settings,
@@ -417,13 +417,11 @@ class Run:
 
     async def _fold(self, record: FrontierRecord) -> list[Admitted]:
         plan = self._plan
-        if not isinstance(plan, DeepPlan) or record.url is None:
-            return plan.finished(record)
         if plan.heavy(record):  # normalising and matching cost ~0.1 ms a link
             expansion: Expansion = await asyncio.to_thread(plan.expansion, record)
         else:
             expansion = plan.expansion(record)
-        return plan.fold(record.url, expansion)
+        return plan.fold(record, expansion)
 
     def _admit(self, pages: list[Admitted]) -> None:
         self._ledger.enqueue(pages)
@@ -436,8 +434,6 @@ class Run:
         if logged is not None:
             return logged
         plan = self._plan
-        if not isinstance(plan, DeepPlan):
-            raise TypeError("only a deep crawl reads a sitemap")
         urls = await sitemap_urls(self._deps.sitemaps, self._request.urls)
         pages = await asyncio.to_thread(plan.sitemap_pages, urls)
         if pages.left_out:
@@ -471,7 +467,7 @@ class Run:
 
     async def _finish(self, kind: EventType, detail: str | None) -> None:
         lane = self._deps.local
-        if self._went_local and lane is not None and isinstance(self._plan, DeepPlan):
+        if self._went_local and lane is not None and self._plan.deep:
             # A deep crawl's frontier records before its terminal event: `map` reads them
             # once it saw that event. A list request's are only for a rebuild: no wait.
             await lane.recorded()

@@ -105,3 +105,17 @@ def test_a_deep_plan_takes_its_sitemap_pages_and_paces_by_its_delay():
     added = plan.sitemap(pages)
     assert [p.url for p in added] == [f"{SITE}/s/1", f"{SITE}/s/2"]
     assert plan.discovered == 4
+
+
+def test_the_run_sees_either_plan_only_through_the_protocol():
+    """What the run asks of a plan (`deep`, `expansion`, `fold`, `sitemap_pages`) answers
+    for both kinds: a list's fold admits nothing, a deep crawl's folds the page's links."""
+    request = CrawlRequest(request_id="r", urls=[f"{SITE}/"])
+    listed = plan_for(request)
+    deep = plan_for(request.model_copy(update={"crawl": CrawlSpec(max_pages=5)}))
+    record = _page(f"{SITE}/", f"{SITE}/a", f"{SITE}/b")
+    assert (listed.deep, deep.deep) == (False, True)
+    assert listed.fold(record, listed.expansion(record)) == []
+    assert [p.url for p in deep.fold(record, deep.expansion(record))] == [f"{SITE}/a", f"{SITE}/b"]
+    assert listed.sitemap_pages([f"{SITE}/c"]) == SitemapPages()
+    assert deep.sitemap_pages([f"{SITE}/c"]).links == (f"{SITE}/c",)
