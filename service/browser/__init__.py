@@ -2,7 +2,7 @@
 
 from service.browser.context import RequestContext
 from service.browser.pool import BrowserPool
-from service.browser.render import fetch_page
+from service.browser.render import render_page
 from service.browser.settle import SettleLimits
 
-__all__ = ["BrowserPool", "RequestContext", "SettleLimits", "fetch_page"]
+__all__ = ["BrowserPool", "RequestContext", "SettleLimits", "render_page"]

@@ -57,7 +57,7 @@ GOTO_ATTEMPTS: Final = 2
 _INTERRUPTED: Final = "interrupted by another navigation"
 
 
-async def fetch_page(
+async def render_page(
     context: RequestContext,
     url: str,
     options: CrawlOptions,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 from service.background import Background
 from service.browser import SettleLimits
-from service.browser.render import fetch_page
+from service.browser.render import render_page
 from service.content.page import failed
 from service.contracts import ErrorCode
 from service.errors import BrowserUnavailableError
@@ -158,7 +158,7 @@ class BrowserPath:
         for _attempt in range(BROWSER_ATTEMPTS):
             try:
                 context = await self.contexts.open(page.run_id, page.options)
-                return await fetch_page(
+                return await render_page(
                     context,
                     page.url,
                     page.options,

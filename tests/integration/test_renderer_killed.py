@@ -13,7 +13,7 @@ import pytest
 from harness import descendants
 
 from service.browser.pool import BrowserPool
-from service.browser.render import fetch_page
+from service.browser.render import render_page
 from service.contracts import CrawlOptions, ErrorCode
 from service.settings import Settings
 
@@ -60,10 +60,10 @@ async def _killed_navigation(settings: Settings, site) -> tuple[ErrorCode, str]:
     options = CrawlOptions()
     async with BrowserPool(settings) as pool:
         context = await pool.open_context(options)
-        first = await fetch_page(context, site.url("/page/1"), options, **_LIMITS)
+        first = await render_page(context, site.url("/page/1"), options, **_LIMITS)
         assert first.ok, first.error
         path = f"/slow/{uuid.uuid4().hex}"
-        fetch = fetch_page(context, site.url(f"{path}?ms={ANSWER_DELAY_MS}"), options, **_LIMITS)
+        fetch = render_page(context, site.url(f"{path}?ms={ANSWER_DELAY_MS}"), options, **_LIMITS)
         task = asyncio.ensure_future(fetch)
         await _arrived(site, path)
         for pid in _renderers():
@@ -84,7 +84,7 @@ async def test_a_download_on_a_live_page_stays_a_download(site):
     options = CrawlOptions()
     async with BrowserPool(settings) as pool:
         context = await pool.open_context(options)
-        result = await fetch_page(context, site.url("/hostile/download"), options, **_LIMITS)
+        result = await render_page(context, site.url("/hostile/download"), options, **_LIMITS)
         await context.shut()
     assert result.error is not None
     assert result.error.code == ErrorCode.DOWNLOAD, result.error

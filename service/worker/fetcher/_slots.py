@@ -47,9 +47,9 @@ class SlotLimits:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PageTicket:
-    """Who a page belongs to: its request (run), that request's arrival number, its host."""
+    """Who a page belongs to: its run, that run's arrival number (priority), its host."""
 
-    request: str
+    run: str
     priority: int
     host: str
     alone: bool = False
@@ -125,9 +125,9 @@ class SlotQueue(Generic[T]):
         if handed_back:
             self._handed_back.append(entry)
             return entry
-        lane = self._lanes.get(ticket.request)
+        lane = self._lanes.get(ticket.run)
         if lane is None:
-            lane = self._lanes[ticket.request] = _Lane(ticket.priority, self._orders)
+            lane = self._lanes[ticket.run] = _Lane(ticket.priority, self._orders)
         lane.by_host.setdefault(ticket.host, deque()).append(entry)
         lane.waiting += 1
         return entry
@@ -143,7 +143,7 @@ class SlotQueue(Generic[T]):
         if entry.handed_back:
             self._handed_back.remove(entry)
             return
-        lane = self._lanes[entry.ticket.request]
+        lane = self._lanes[entry.ticket.run]
         lane.by_host[entry.ticket.host].remove(entry)
         self._forget(lane, entry)
 
@@ -158,10 +158,10 @@ class SlotQueue(Generic[T]):
         if entry.handed_back:
             self._handed_back.remove(entry)
         else:
-            lane = self._lanes[entry.ticket.request]
+            lane = self._lanes[entry.ticket.run]
             lane.by_host[entry.ticket.host].popleft()
             self._forget(lane, entry)
-        self._by_request[entry.ticket.request] += 1
+        self._by_request[entry.ticket.run] += 1
         self._by_host[entry.ticket.host] += 1
         return entry
 
@@ -172,7 +172,7 @@ class SlotQueue(Generic[T]):
         entry = self._alone.pop(0)
         entry.queued = False
         self._alone_running += 1
-        self._by_request[entry.ticket.request] += 1
+        self._by_request[entry.ticket.run] += 1
         self._by_host[entry.ticket.host] += 1
         return entry
 
@@ -187,7 +187,7 @@ class SlotQueue(Generic[T]):
         """A page that was popped stopped running."""
         if ticket.alone:
             self._alone_running -= 1
-        for counter, key in ((self._by_request, ticket.request), (self._by_host, ticket.host)):
+        for counter, key in ((self._by_request, ticket.run), (self._by_host, ticket.host)):
             counter[key] -= 1
             if counter[key] <= 0:
                 del counter[key]
@@ -216,7 +216,7 @@ class SlotQueue(Generic[T]):
 
     def _forget(self, lane: _Lane[T], entry: Waiting[T]) -> None:
         lane.waiting -= 1
-        host, request = entry.ticket.host, entry.ticket.request
+        host, request = entry.ticket.host, entry.ticket.run
         if not lane.by_host[host]:
             del lane.by_host[host]
         if not lane.by_host:

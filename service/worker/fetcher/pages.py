@@ -49,7 +49,7 @@ REVALIDATION_BYTES: Final = 1
 by the page's own path)."""
 
 
-class Rendering(Protocol):
+class PageCharge(Protocol):
     """Counts a page's delivery against it while it renders (`CRAWL_MAX_DELIVERIES`), hears
     when it got its slot (it no longer waits in its partition's queue), and holds its record
     apart while it waits for its host's pace (`pacing`)."""
@@ -77,7 +77,7 @@ class PageStage:
         self._charging = Background()
 
     async def content(
-        self, task: PageTask, *, charge: Rendering, partition: int | None = None
+        self, task: PageTask, *, charge: PageCharge, partition: int | None = None
     ) -> PageContent:
         """The page's content; the caller holds the run's context (`deps.contexts.hold`) from
         before this to after the page's result is published. `partition`: the page
@@ -91,7 +91,7 @@ class PageStage:
         return bounded(content, int(self._deps.settings.max_result_bytes))
 
     async def _cached(
-        self, task: PageTask, charge: Rendering, partition: int | None
+        self, task: PageTask, charge: PageCharge, partition: int | None
     ) -> PageContent:
         """The page's content, through the page cache when there is one."""
         content = await self._check_policy(task.url)
@@ -112,7 +112,7 @@ class PageStage:
             revalidate=lambda validators: self._revalidate(task, validators),
         )
 
-    async def _fetched(self, task: PageTask, charge: Rendering) -> PageContent:
+    async def _fetched(self, task: PageTask, charge: PageCharge) -> PageContent:
         """The page from its site: robots.txt first, then tries until an answer holds."""
         content = await self._check_robots(task)
         if content is not None:
@@ -135,7 +135,7 @@ class PageStage:
             task.options.timeout_ms / 1000, self._deps.settings.max_page_timeout.total_seconds()
         )
         host = host_key(task.url)
-        ticket = PageTicket(request=task.run_id, priority=task.priority, host=host)
+        ticket = PageTicket(run=task.run_id, priority=task.priority, host=host)
 
         async def ask() -> int | None:
             answer = await static.fetch(
@@ -145,7 +145,7 @@ class PageStage:
 
         return await self._deps.scheduler.run(ask, ticket)
 
-    def _charge_beside(self, charge: Rendering) -> None:
+    def _charge_beside(self, charge: PageCharge) -> None:
         """Begin committing `charge` without waiting for it (kept until it is done)."""
         self._charging.start(_quietly(charge.begin()))
 
@@ -181,7 +181,7 @@ class PageStage:
             return None
         return failed(ErrorCode.ROBOTS, f"robots.txt disallows {task.url} for {USER_AGENT}")
 
-    async def _fetch_with_retries(self, task: PageTask, charge: Rendering) -> PageContent:
+    async def _fetch_with_retries(self, task: PageTask, charge: PageCharge) -> PageContent:
         """Try the page until it succeeds, fails for good, or its retries or time run out;
         the wait between tries happens outside every slot."""
         timeout_s = min(
@@ -207,7 +207,7 @@ class PageStage:
             await asyncio.sleep(wait_s)
 
     async def _attempt(
-        self, task: PageTask, deadline: PageDeadline, charge: Rendering
+        self, task: PageTask, deadline: PageDeadline, charge: PageCharge
     ) -> PageContent:
         """One try, once the run's pacing for the host allows (waiting for it is not in
         the backlog that pauses intake), in a page slot (the scheduler applies the run's
@@ -220,9 +220,7 @@ class PageStage:
         if task.delay_ms > 0:
             with scheduler.pacing(), charge.pacing():
                 await self._pacer.turn(task.run_id, host, task.delay_ms / 1000)
-        ticket = PageTicket(
-            request=task.run_id, priority=task.priority, host=host, alone=charge.alone
-        )
+        ticket = PageTicket(run=task.run_id, priority=task.priority, host=host, alone=charge.alone)
 
         async def render() -> PageContent:
             # A page that kills its worker is counted while it renders: the count is

@@ -39,7 +39,7 @@ from service.messaging.outbox import Outbox
 from service.messaging.publisher import JSON_HEADERS
 from service.messaging.seal import Seal
 from service.worker.fetcher.lane import LaneRecords
-from service.worker.fetcher.pages import PageStage, Rendering
+from service.worker.fetcher.pages import PageCharge, PageStage
 from service.worker.fetcher.politeness import HostPacer
 
 if TYPE_CHECKING:
@@ -378,7 +378,7 @@ class Fetcher:
         backlog: _Backlog,
         content: PageContent | None = None,
         *,
-        charge: Rendering = _NO_CHARGE,
+        charge: PageCharge = _NO_CHARGE,
         taken_at: int | None = None,
         told: _Told | None = None,
         partition: int | None = None,
@@ -412,7 +412,7 @@ class Fetcher:
         )
 
     async def _content(
-        self, task: PageTask, charge: Rendering, partition: int | None
+        self, task: PageTask, charge: PageCharge, partition: int | None
     ) -> PageContent:
         """The page's content, or the result of what stopped it (cancel, deadline)."""
         stop = _PageStop()

@@ -48,7 +48,7 @@ class _Worker:
 
     async def take(self, request: str, pages: int, *, priority: int) -> None:
         self.scheduler.accept(pages)
-        ticket = PageTicket(request=request, priority=priority, host="h")
+        ticket = PageTicket(run=request, priority=priority, host="h")
         self.tasks += [
             asyncio.create_task(self.scheduler.run(self.hang.wait, ticket)) for _ in range(pages)
         ]

@@ -16,7 +16,7 @@ ROOMY = SlotLimits(per_request=100, per_host=100)
 
 
 def _ticket(request: str = "r", *, priority: int = 0, host: str = "h") -> PageTicket:
-    return PageTicket(request=request, priority=priority, host=host)
+    return PageTicket(run=request, priority=priority, host=host)
 
 
 async def test_gate_bounds_concurrency_and_everything_runs():

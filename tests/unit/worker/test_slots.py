@@ -10,7 +10,7 @@ def _queue(per_request: int = 2, per_host: int = 100) -> SlotQueue[str]:
 
 
 def _push(queue: SlotQueue[str], request: str, count: int, *, priority: int, host: str = "h"):
-    ticket = PageTicket(request=request, priority=priority, host=host)
+    ticket = PageTicket(run=request, priority=priority, host=host)
     return [queue.push(ticket, f"{request}{n}") for n in range(count)]
 
 
@@ -71,8 +71,8 @@ def test_a_page_whose_host_is_full_takes_no_slot_and_another_host_gets_it():
 def test_a_request_spanning_hosts_starts_its_oldest_page_of_a_free_host():
     """Within one request, a page of a free host goes before older pages of a full host."""
     queue = _queue(per_request=8, per_host=1)
-    ticket_a = PageTicket(request="r", priority=0, host="a")
-    ticket_b = PageTicket(request="r", priority=0, host="b")
+    ticket_a = PageTicket(run="r", priority=0, host="a")
+    ticket_b = PageTicket(run="r", priority=0, host="b")
     for item, ticket in (("a1", ticket_a), ("a2", ticket_a), ("b1", ticket_b)):
         queue.push(ticket, item)
     assert _pop(queue, 3) == ["a1", "b1", None]
@@ -88,7 +88,7 @@ def test_handed_back_pages_go_first_even_beyond_their_share():
     _pop(queue, 1)
     queue.push(first[0].ticket, "a0-again", handed_back=True)
     queue.done(first[0].ticket)
-    queue.push(PageTicket(request="b", priority=1, host="h"), "b-again", handed_back=True)
+    queue.push(PageTicket(run="b", priority=1, host="h"), "b-again", handed_back=True)
     assert _pop(queue, 3) == ["a0-again", "b-again", "b0"]
 
 
@@ -138,7 +138,7 @@ def test_a_suspect_waits_for_every_page_to_end_then_renders_alone():
     queue = _queue(per_request=8)
     running = _push(queue, "a", 3, priority=0)
     assert _pop(queue, 2) == ["a0", "a1"]
-    suspect = queue.push(PageTicket(request="s", priority=5, host="x", alone=True), "s0")
+    suspect = queue.push(PageTicket(run="s", priority=5, host="x", alone=True), "s0")
     assert _pop(queue, 1) == [None]  # a2 waits: the suspect goes first
     assert not queue.startable
     queue.done(running[0].ticket)
