@@ -421,8 +421,9 @@ class Settings(BaseSettings):
     webhook_seal_key: SecretStr | None = None
     """Key the gateway seals each job's webhook target (URL, headers, tenant) with and the
     dispatcher opens it with, so no credential of a webhook is echoed in events or results;
-    set the same value on both. Unset: derived from `CRAWL_WEBHOOK_SECRET`; without either, the
-    gateway refuses webhooks with headers or a URL query (400)."""
+    the workers seal a Kafka producer's webhook that carries credentials with it. Set the same
+    value on all three. Unset: derived from `CRAWL_WEBHOOK_SECRET`; without either, the gateway
+    refuses webhooks with headers or a URL query (400) and a worker rejects such a request."""
     webhook_concurrency: int = Field(default=4, ge=1, le=64)
     """Deliveries at once to one receiver (one `scheme://host:port`); a job's events always
     go one after the other, in order. Receivers never wait for each other."""

@@ -237,13 +237,18 @@ class JobView:
         ]
         return sorted(found, key=_rank)
 
-    def ahead_of(self, job_id: str, tenant: str) -> int:
+    def ahead_of(self, job_id: str, tenant: str, *, forfeit: bool = False) -> int:
         """The tenant's jobs not ended that rank before `job_id` (by creation, then id): the
-        order every replica agrees on once it has read both requests."""
+        order every replica agrees on once it has read both requests. `forfeit`: the job
+        gave up its rank, every other running job of the tenant is ahead."""
         mine = self.status(job_id)
         if mine is None:
             return 0
-        return sum(1 for other in self.active(tenant=tenant) if _rank(other) < _rank(mine))
+        return sum(
+            1
+            for other in self.active(tenant=tenant)
+            if other.id != job_id and (forfeit or _rank(other) < _rank(mine))
+        )
 
 
 def _rank(status: JobStatus) -> tuple[datetime, str]:

@@ -56,6 +56,13 @@ MAX_DELAY_MS: Final = 60_000
 POLLED: Final = frozenset({"crawl", "batch"})
 """Job kinds whose results are read from their partition (the others are answered inline)."""
 
+SETTLE_S: Final = 0.5
+"""A job counted against its tenant's `max_concurrent_jobs` is held (its replica reads the
+topics to their ends) no sooner than this after its marker was made; a job whose own produce
+took longer gives up its rank and counts every running job of its tenant as ahead. So a job
+ranked earlier but produced later than another replica's hold is either seen by that hold
+or gives way (normal produces take milliseconds)."""
+
 
 class Gateway:
     """The gateway's state: only connections and the view rebuilt from the topics."""
@@ -118,16 +125,21 @@ class Gateway:
         if not verdict.allowed:
             raise _over_limit(verdict.reason, verdict.retry_after_s)
 
-    async def _hold(self, tenant: str, job_id: str) -> None:
-        """After the job's request is on the topic: read every partition up to its end and
+    async def _hold(self, tenant: str, job_id: str, made_at: float) -> None:
+        """After the job's request is on the topic (its marker made at `made_at`, monotonic):
+        read every partition up to its end, no sooner than `SETTLE_S` after `made_at`, and
         keep the job only if fewer than the limit of the tenant's jobs rank before it (by
         creation, then id: every replica ranks alike). Two replicas that admitted at once
-        see each other's jobs here, and the later one cancels its own with a 429."""
+        see each other's jobs here, and the later one cancels its own with a 429. A job whose
+        produce took longer than `SETTLE_S` ranks after every running job: another replica
+        may have held a later one without seeing it."""
         entry = self.entry_of(tenant)
         if entry is None or entry.max_concurrent_jobs is None:
             return
+        late = time.monotonic() - made_at > SETTLE_S
+        await asyncio.sleep(max(0.0, made_at + SETTLE_S - time.monotonic()))
         await self._reader.caught_up_all()
-        ahead = self.view.ahead_of(job_id, tenant)
+        ahead = self.view.ahead_of(job_id, tenant, forfeit=late)
         if ahead >= entry.max_concurrent_jobs:
             await self._client.cancel(job_id, reason="over the tenant's concurrent jobs")
             self.view.withdrawn(job_id)
@@ -190,15 +202,18 @@ class Gateway:
         """Admit, produce and hold `job` (one admission of a tenant at a time per replica)."""
         async with self._admitting.setdefault(job.tenant, asyncio.Lock()):
             await self.admit(job.tenant)
-            submission = await self._submit(job)
-            await self._hold(job.tenant, job.id)
+            submission, made_at = await self._submit(job)
+            await self._hold(job.tenant, job.id, made_at)
             return submission
 
-    async def _submit(self, job: _Job) -> Submission:
+    async def _submit(self, job: _Job) -> tuple[Submission, float]:
+        """Produce the job's request; its submission and when its marker was made
+        (monotonic)."""
         partition, offset = 0, 0
         if job.kind in POLLED:
             positions = await self._client.output_positions(job.id)
             partition, offset = positions[self.settings.results_topic]
+        made_at = time.monotonic()
         choices = job.choices
         marker = JobMarker(
             kind=job.kind,
@@ -223,7 +238,7 @@ class Gateway:
             job.urls, job.options, request_id=job.id, metadata=metadata, crawl=job.crawl
         )
         self.view.submitted(job.id, marker)
-        return submission
+        return submission, made_at
 
     def _fits(self, metadata: dict[str, JsonValue]) -> None:
         """400 when the request's metadata (the options echoed on every result and event)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from typing import TYPE_CHECKING, Final, Self
 
 import structlog
@@ -38,6 +39,11 @@ RETRY_MAX_S: Final = 10.0
 FETCH_MAX_BYTES: Final = 8 * 1024 * 1024
 """Bytes fetched per poll while rebuilding (requests and events are small)."""
 
+CONTACT_EVERY_S: Final = 5.0
+"""How long the reader goes without records before it asks the broker for the partitions'
+ends: a fetch from a broker that is gone returns nothing rather than fail, so without the
+question a replica that cannot serve would stay `live` (and `/readyz` 200)."""
+
 
 class ViewReader:
     """Tails the requests and progress topics into a `JobView`; an async context manager."""
@@ -56,6 +62,8 @@ class ViewReader:
         self._advanced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._timeout_s = settings.kafka_timeout.total_seconds()
+        self._contact = time.monotonic()
+        """When the broker last answered (records, or the partitions' ends)."""
         self.ready = asyncio.Event()
         """Set once the view holds everything the topics held when the reader started."""
         self.live = True
@@ -132,7 +140,7 @@ class ViewReader:
             try:
                 await self._round(ends)
                 failures, self.live = 0, True
-            except KafkaError as exc:
+            except (KafkaError, TimeoutError) as exc:
                 self.live = False
                 wait_s = backoff_s(failures, base_s=RETRY_BASE_S, max_s=RETRY_MAX_S)
                 log.warning("gateway.view_read_failed", error=repr(exc), wait_s=wait_s)
@@ -144,6 +152,12 @@ class ViewReader:
         for records in batch.values():
             for record in records:
                 self._fold(record)
+        if batch:
+            self._contact = time.monotonic()
+        elif time.monotonic() - self._contact > CONTACT_EVERY_S:
+            assigned = list(self._consumer.assignment())
+            await asyncio.wait_for(self._consumer.end_offsets(assigned), self._timeout_s)
+            self._contact = time.monotonic()
         for tp in self._consumer.assignment():
             self._positions[tp] = await self._consumer.position(tp)
         self._signal()

@@ -1,9 +1,11 @@
 """Send a record that cannot be run to the dead-letter topic, with headers saying why.
 
 The original key, value and headers are kept as they were, as long as the dead letter fits in
-one message; beyond the producer's limit the value is cut to a prefix (headers give the
-original size and sha256) and oversized original headers are left out. A dead letter is
-always publishable, so it can never loop.
+one message, but for the value's credentials (`redact.py`: page headers, cookies, a proxy's
+user info, a webhook's headers and token), which read `[redacted]` and are named in a header;
+beyond the producer's limit the value is cut to a prefix (headers give the size and sha256 of
+the value as kept) and oversized original headers are left out. A dead letter is always
+publishable, so it can never loop.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 from service.contracts import utc_now
 from service.messaging.outbox import Outbox
+from service.messaging.redact import redacted
 
 if TYPE_CHECKING:
     import asyncio
@@ -33,6 +36,8 @@ FAILED_AT: Final = "crawlstream-failed-at"
 ORIGINAL_SIZE: Final = "crawlstream-original-size"
 ORIGINAL_SHA256: Final = "crawlstream-original-sha256"
 TRUNCATED: Final = "crawlstream-truncated"
+REDACTED: Final = "crawlstream-redacted"
+"""The value's fields whose credentials were redacted (comma-separated)."""
 
 ROOM_BYTES: Final = 32_768
 """Kept free below the message limit for the added headers and the record's framing."""
@@ -51,6 +56,7 @@ DEAD_LETTER_HEADERS: Final = (
     ORIGINAL_SIZE,
     ORIGINAL_SHA256,
     TRUNCATED,
+    REDACTED,
 )
 """Headers the worker adds; the record's own headers come first, unchanged."""
 
@@ -65,8 +71,13 @@ async def send_dead_letter(
     error: RejectedMessageError,
     owned: asyncio.Event | None = None,
 ) -> None:
-    """Publish the original key, value and headers (cut to fit) plus why; wait for the ack."""
-    key, value, headers, cuts = _fitted(record, int(settings.max_message_bytes) - ROOM_BYTES)
+    """Publish the original key, value (redacted) and headers (cut to fit) plus why; wait for
+    the ack."""
+    value, fields = redacted(record.value or b"")
+    budget = int(settings.max_message_bytes) - ROOM_BYTES
+    key, value, headers, cuts = _fitted(record, value, budget)
+    if fields:
+        cuts.append((REDACTED, ",".join(fields)))
     reasons = [
         (ERROR_CODE, error.code),
         (ERROR_MESSAGE, error.message[:MAX_MESSAGE_CHARS]),
@@ -88,10 +99,11 @@ async def send_dead_letter(
 
 
 def _fitted(
-    record: ConsumerRecord[bytes, bytes], budget: int
+    record: ConsumerRecord[bytes, bytes], value: bytes, budget: int
 ) -> tuple[bytes | None, bytes, list[tuple[str, bytes]], list[tuple[str, str]]]:
-    """Key, value and headers of `record` within `budget` bytes, and headers naming the cuts."""
-    key, value, headers = record.key, record.value or b"", list(record.headers)
+    """Key and headers of `record` and its `value` within `budget` bytes, and headers naming
+    the cuts."""
+    key, headers = record.key, list(record.headers)
     cuts: list[tuple[str, str]] = []
     if key is not None and len(key) > MAX_KEY_BYTES:
         key = key[:MAX_KEY_BYTES]

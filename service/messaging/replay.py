@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Final
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from service.logs import get_logger
-from service.messaging.dead_letter import DEAD_LETTER_HEADERS, TRUNCATED
+from service.messaging.dead_letter import DEAD_LETTER_HEADERS, REDACTED, TRUNCATED
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 from service.messaging.publisher import Publisher
@@ -54,6 +54,10 @@ async def replay_dead_letters(
                     log.warning("replay.skipped_cut", partition=record.partition,
                                 offset=record.offset)  # fmt: skip
                     continue
+                if _is_redacted(record):
+                    log.warning("replay.skipped_redacted", partition=record.partition,
+                                offset=record.offset)  # fmt: skip
+                    continue
                 if request_id is None or _request_id_of(record) == request_id:
                     headers = [(k, v) for k, v in record.headers if k not in DEAD_LETTER_HEADERS]
                     await publisher.send_and_wait(
@@ -68,6 +72,11 @@ async def replay_dead_letters(
 def _is_cut(record: ConsumerRecord[bytes, bytes]) -> bool:
     """A dead letter whose original was cut to fit: replaying a prefix would be garbage."""
     return any(name == TRUNCATED for name, _ in record.headers)
+
+
+def _is_redacted(record: ConsumerRecord[bytes, bytes]) -> bool:
+    """A dead letter whose credentials were redacted: the producer sends it again."""
+    return any(name == REDACTED for name, _ in record.headers)
 
 
 def _request_id_of(record: ConsumerRecord[bytes, bytes]) -> str | None:

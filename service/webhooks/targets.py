@@ -65,7 +65,8 @@ class _SealedTarget(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     job: str
-    tenant: str
+    tenant: str | None = None
+    """None: a Kafka producer's webhook, sealed by the worker that took the request."""
     url: str = Field(min_length=1, max_length=4096)
     headers: dict[str, str] = Field(default_factory=dict)
 
@@ -106,7 +107,9 @@ class Sealer:
             )
         return None
 
-    def record(self, job_id: str, tenant: str, config: WebhookConfig) -> dict[str, JsonValue]:
+    def record(
+        self, job_id: str, tenant: str | None, config: WebhookConfig
+    ) -> dict[str, JsonValue]:
         """What the gateway writes as the request's `metadata.webhook` (checked first with
         `refusal`)."""
         refusal = self.refusal(config)

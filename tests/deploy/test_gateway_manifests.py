@@ -24,6 +24,7 @@ SHARED = (
     "CRAWL_PROGRESS_TOPIC",
     "CRAWL_CONTROL_TOPIC",
     "CRAWL_FRONTIER_TOPIC",
+    "CRAWL_GROUP_ID",
 )
 """Settings the gateway must share with the workers, or it talks to another cluster."""
 
@@ -82,6 +83,25 @@ def test_the_gateway_serves_its_port_and_probes_and_reads_the_mounted_keys(docs)
     assert webhooks["args"] == ["webhooks"]
     assert webhooks["ports"][0]["containerPort"] == Settings().metrics_port
     assert webhooks["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_the_gateway_checks_internal_records_with_the_workers_cluster_secret(docs):
+    """The gateway reads frontier records (`map`) and checks their tags: CRAWL_CLUSTER_SECRET
+    from the workers' Secret, required. The dispatchers read only the progress and results
+    topics, which carry no tag."""
+    workers = render("kubernetes/base")
+    [worker] = [d for d in workers if d["kind"] == "Deployment"]
+    worker_env = worker["spec"]["template"]["spec"]["containers"][0]["env"]
+
+    def cluster_secret(env):
+        [item] = [item for item in env if item["name"] == "CRAWL_CLUSTER_SECRET"]
+        return item["valueFrom"]["secretKeyRef"]
+
+    gateway = cluster_secret(container(docs, "crawlstream-gateway")["env"])
+    assert gateway == cluster_secret(worker_env)
+    assert not gateway.get("optional", False)
+    dispatcher = container(docs, "crawlstream-webhooks")["env"]
+    assert "CRAWL_CLUSTER_SECRET" not in {item["name"] for item in dispatcher}
 
 
 def test_the_service_and_hpa_target_the_gateway(docs):

@@ -53,6 +53,8 @@ SHUTDOWN_MARGIN_S = 15
 
 KNOWN_ENV = frozenset(env_name(field) for field in Settings.model_fields)
 SECRET_ENV = frozenset({"CRAWL_KAFKA_SASL_USERNAME", "CRAWL_KAFKA_SASL_PASSWORD"})
+CLUSTER_SECRET = ("crawlstream-cluster-secret", "secret")
+"""The Secret (and key) of CRAWL_CLUSTER_SECRET, the HMAC key of internal records."""
 PROCESS_ENV = frozenset({"HOME", "TMPDIR"})
 """Variables for Chromium and the runtime, not settings."""
 
@@ -137,19 +139,43 @@ def test_the_configmap_is_a_valid_settings_tree(full, monkeypatch):
     assert settings.kafka_security_protocol.startswith("SASL")
 
 
+def secret_refs(container) -> dict[str, dict[str, object]]:
+    """Each env variable of `container` that comes from a Secret: its secretKeyRef."""
+    return {
+        item["name"]: item["valueFrom"]["secretKeyRef"]
+        for item in container["env"]
+        if "secretKeyRef" in item.get("valueFrom", {})
+    }
+
+
 def test_sasl_credentials_come_from_a_secret_in_the_workers_and_the_topics_job(full):
     """Username and password are secretKeyRefs; KEDA reads the same Secret."""
     job = one(full, "Job")["spec"]["template"]["spec"]["containers"][0]
     for container in (worker_container(full), job):
         refs = {
-            item["name"]: item["valueFrom"]["secretKeyRef"]["name"]
-            for item in container["env"]
-            if "secretKeyRef" in item.get("valueFrom", {})
+            name: ref["name"] for name, ref in secret_refs(container).items() if name in SECRET_ENV
         }
         assert set(refs) == SECRET_ENV
         assert not SECRET_ENV & set(config(full))
     secrets = {ref["name"] for ref in one(full, "TriggerAuthentication")["spec"]["secretTargetRef"]}
     assert secrets == set(refs.values())
+
+
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS)
+def test_the_workers_tag_internal_records_with_the_cluster_secret_from_a_secret(
+    rendered, directory
+):
+    """Every rendering's workers read CRAWL_CLUSTER_SECRET from one Secret (required: a worker
+    never starts without it, so internal records are never tagged with a key anyone can
+    derive); no ConfigMap holds it. The webhook secret that seals producers' webhooks is an
+    optional secretKeyRef."""
+    docs = rendered[directory]
+    refs = secret_refs(worker_container(docs))
+    cluster = refs["CRAWL_CLUSTER_SECRET"]
+    assert (cluster["name"], cluster["key"]) == CLUSTER_SECRET
+    assert not cluster.get("optional", False)
+    assert refs["CRAWL_WEBHOOK_SECRET"]["optional"] is True
+    assert not {"CRAWL_CLUSTER_SECRET", "CRAWL_WEBHOOK_SECRET"} & set(config(docs))
 
 
 def test_the_worker_name_is_the_pod_name(full):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 from aiohttp import web
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.partitioner import DefaultPartitioner
 from gateway import DispatcherProcess, GatewayProcess, free_port
@@ -25,6 +25,7 @@ from waiting import until
 from webhook_receiver import receiving
 
 from service.client import CrawlClient
+from service.contracts import CrawlOptions
 from service.messaging.metadata import partitions_of
 from service.webhooks import verify
 
@@ -346,27 +347,47 @@ async def raw_topics(topics: Topics) -> dict[str, bytes]:
     return found
 
 
+async def produce_raw(topics: Topics, key: str, document: dict[str, object]) -> None:
+    """A request record as any producer may write it, without the client's checks."""
+    producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topics.requests, json.dumps(document).encode(), key.encode())
+    finally:
+        await producer.stop()
+
+
 async def test_no_credential_of_a_request_or_a_webhook_reaches_a_topic_or_a_log(
     topics: Topics, start_worker, site: TestSite, tmp_path
 ):
     """A crawl through the gateway with an upstream proxy's password, a page header, a webhook
-    header and a token in the webhook's URL: the receiver gets its header and token, and none
-    of the four appears in any topic (the proxy's password only in the request and the page
-    tasks, which carry it to the fetcher) or in any log line of the gateway, the dispatcher
-    or the worker."""
+    header and a token in the webhook's URL; a Kafka producer's request with a proxy password
+    and a plain `metadata.webhook` carrying a header and a token; a producer's invalid request
+    carrying all of them (a dead letter): each receiver gets its header and token, and none of
+    the secrets appears in any topic (the proxy's password and page header only in the
+    requests and the page tasks, which carry them to the fetcher; a producer's own webhook
+    only in its request) or in any log line of the gateway, the dispatcher or the worker."""
     proxy_password = "proxy-pass-5d1f"  # noqa: S105 - a test credential
     page_header = "page-hdr-77c2"
     hook_header = "hook-hdr-0b9e"
     hook_token = "hook-tok-a41c"  # noqa: S105
+    producer_header = "prod-hdr-39d0"
+    producer_token = "prod-tok-e27b"  # noqa: S105
     async with (
         receiving() as receiver,
         upstream_proxy("127.0.0.1", "crawler", proxy_password) as proxy,
     ):
         hosts = f"{allowed(site, receiver)},127.0.0.1:{proxy.port}"
         env = topics.env(CRAWL_ALLOWED_HOSTS=hosts, CRAWL_WEBHOOK_SECRET=SHARED_SECRET)
-        worker: WorkerProcess = await start_worker(CRAWL_ALLOWED_HOSTS=hosts)
+        worker: WorkerProcess = await start_worker(
+            CRAWL_ALLOWED_HOSTS=hosts, CRAWL_WEBHOOK_SECRET=SHARED_SECRET
+        )
         dispatcher = await start_dispatcher(env, tmp_path)
         gateway = GatewayProcess(env, tmp_path / "g1.log", "g1")
+        producer_hook = {
+            "url": receiver.url(f"/producer?token={producer_token}"),
+            "headers": {"X-Hook-Key": producer_header},
+        }
         try:
             await gateway.start()
             async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as client:
@@ -387,27 +408,63 @@ async def test_no_credential_of_a_request_or_a_webhook_reaches_a_topic_or_a_log(
                 )
                 assert answer.status_code == 200, answer.text
                 job = answer.json()["id"]
-                await until(lambda: "crawl.completed" in receiver.types(job), 120, every_s=0.2)
+                async with CrawlClient(topics.settings()) as producer:
+                    own = await producer.submit(
+                        [site.url("/page/8")],
+                        CrawlOptions(proxy=proxy.url(), headers={"X-Page-Key": page_header}),
+                        metadata={"webhook": producer_hook},
+                    )
+                invalid = f"dl-{uuid.uuid4().hex[:8]}"
+                await produce_raw(
+                    topics,
+                    invalid,
+                    {
+                        "request_id": invalid,
+                        "urls": [site.url("/page/9")],
+                        "options": {
+                            "timeout_ms": 5,
+                            "proxy": proxy.url(),
+                            "headers": {"X-Page-Key": page_header},
+                        },
+                        "metadata": {"webhook": producer_hook},
+                    },
+                )
+                for done, key in (("crawl.completed", job), ("crawl.completed", own.request_id)):
+                    await until(lambda d=done, k=key: d in receiver.types(k), 120, every_s=0.2)
                 status = (await client.get(f"/v2/crawl/{job}")).json()
+            letters = await read_topic(topics.bootstrap, topics.dead_letter, 1, 60)
             found = await raw_topics(topics)
         finally:
             await gateway.close()
             await dispatcher.close()
-    delivered = receiver.of(job)
-    assert all(d.headers.get("X-Hook-Key") == hook_header for d in delivered)
-    assert all(d.query == f"token={hook_token}" for d in delivered)
     assert status["status"] == "completed"
-    secrets = [proxy_password, page_header, hook_header, hook_token]
-    carriers = {topics.requests, topics.pages}
-    for name, raw in found.items():
-        for secret in secrets:
-            if name in carriers and secret in {proxy_password, page_header}:
-                continue
-            assert secret.encode() not in raw, f"{secret} in topic {name}"
-    assert topics.progress in found
-    assert topics.results in found
+    for key, header, token in (
+        (job, hook_header, hook_token),
+        (own.request_id, producer_header, producer_token),
+    ):
+        assert all(d.headers.get("X-Hook-Key") == header for d in receiver.of(key))
+        assert all(d.query == f"token={token}" for d in receiver.of(key))
+    assert [letter.key for letter in letters] == [invalid.encode()]
+    assert b"[redacted]" in letters[0].value
+    carried = {
+        topics.requests: {proxy_password, page_header, producer_header, producer_token},
+        topics.pages: {proxy_password, page_header},
+    }
+    secrets = [proxy_password, page_header, hook_header, hook_token, producer_header]
+    assert_nowhere([*secrets, producer_token], found, carried)
+    assert {topics.progress, topics.results, topics.dead_letter} <= set(found)
     for log in (gateway.log_path, dispatcher.log_path, worker.log_path):
         text = log.read_text(errors="replace")
         assert text  # the process did log
-        for secret in secrets:
+        for secret in [*secrets, producer_token]:
             assert secret not in text, f"{secret} in {log.name}"
+
+
+def assert_nowhere(
+    secrets: list[str], found: dict[str, bytes], carried: dict[str, set[str]]
+) -> None:
+    """No secret in any topic's records but the ones `carried` allows there."""
+    for name, raw in found.items():
+        for secret in secrets:
+            if secret not in carried.get(name, set()):
+                assert secret.encode() not in raw, f"{secret} in topic {name}"

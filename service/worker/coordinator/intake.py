@@ -11,6 +11,8 @@ from pydantic_core import to_json
 
 from service.contracts import SCHEMA_VERSION, CrawlRequest, DeadLetterCode
 from service.errors import RejectedMessageError
+from service.webhooks.echo import sealed_echo
+from service.webhooks.targets import Sealer
 
 if TYPE_CHECKING:
     from service.settings import Settings
@@ -71,6 +73,7 @@ def parse_request(value: bytes | None, settings: Settings) -> CrawlRequest:
         raise RejectedMessageError(_code_of(exc), _describe(exc), request_id) from None
     except RecursionError:
         raise RejectedMessageError(DeadLetterCode.INVALID_REQUEST, TOO_DEEP, request_id) from None
+    request = sealed_echo(request, Sealer.from_settings(settings))
     _check_metadata(request, settings)
     return request
 

@@ -1,0 +1,58 @@
+"""A job view whose broker is gone says it is not live (a fake consumer: a fetch from a gone
+broker returns nothing, the question for the partitions' ends fails)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from aiokafka.errors import KafkaConnectionError
+from waiting import until
+
+from service.gateway import view_reader
+from service.gateway.jobs import JobView
+from service.gateway.view_reader import CONTACT_EVERY_S, ViewReader
+from service.settings import Settings
+
+
+class GoneBroker:
+    """Fetches return nothing; the partitions' ends fail until `back` is set."""
+
+    def __init__(self, **_: Any) -> None:
+        self.back = False
+
+    def assignment(self) -> set[Any]:
+        return set()
+
+    async def getmany(self, timeout_ms: int) -> dict[Any, list[Any]]:
+        await asyncio.sleep(timeout_ms / 1000 / 100)
+        return {}
+
+    async def end_offsets(self, partitions: list[Any]) -> dict[Any, int]:  # noqa: ARG002
+        if not self.back:
+            raise KafkaConnectionError("the broker is gone")
+        return {}
+
+
+async def test_a_view_that_reads_nothing_asks_the_broker_and_is_not_live_while_it_fails(
+    monkeypatch,
+):
+    """Silent fetches alone keep the view live; once nothing was read for `CONTACT_EVERY_S`
+    the view asks for the ends, is not live while that fails, and live again once it
+    answers."""
+    monkeypatch.setattr(view_reader, "AIOKafkaConsumer", GoneBroker)
+    monkeypatch.setattr(view_reader, "RETRY_MAX_S", 0.01)
+    reader = ViewReader(Settings(), JobView())
+    broker: GoneBroker = reader._consumer  # type: ignore[assignment]  # noqa: SLF001
+    task = asyncio.create_task(reader._run({}))  # noqa: SLF001
+    try:
+        await until(reader.ready.is_set)
+        assert reader.live
+        reader._contact = time.monotonic() - CONTACT_EVERY_S - 1  # noqa: SLF001
+        await until(lambda: not reader.live)
+        broker.back = True
+        await until(lambda: reader.live)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
