@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import uuid
 from typing import TYPE_CHECKING
-
-import structlog
 
 from service.backpressure import Governor, MemorySampler
 from service.backpressure.gate import MemoryGate
@@ -16,20 +13,15 @@ from service.browser.pool import BrowserPool
 from service.cache import KafkaCacheStore, PageCache, tenant_scope
 from service.changes import ChangeTracker, KafkaHistoryStore
 from service.content.offload import ContentPool, using
-from service.contracts import DeadLetterCode, ErrorCode, EventType, RecordSource
 from service.control import ActiveRuns, CancelRegistry, ControlReader
 from service.egress.proxy import EgressProxy
 from service.egress.refusals import RefusedTargets
-from service.errors import RejectedMessageError
 from service.frontier.tail import FrontierTail
 from service.health import HealthServer
 from service.http import StaticFetcher
 from service.http.robots import HttpRobotsSource, RobotsCache
 from service.logs import get_logger
 from service.messaging.consumer import RecordConsumer
-from service.messaging.dead_letter import send_dead_letter
-from service.messaging.failures import PublishError, root_cause
-from service.messaging.offsets import Verdict
 from service.messaging.publisher import Message, Publisher
 from service.messaging.seal import Seal
 from service.messaging.topics import check_copartitioned, ensure_topics, ready_partitions
@@ -37,11 +29,9 @@ from service.net.policy import UrlPolicy
 from service.paths import BrowserPath, PageRenderer, RunContexts
 from service.worker.consumers import pages_spec, requests_spec
 from service.worker.coordinator.deps import CoordinatorDeps
-from service.worker.coordinator.intake import parse_request
-from service.worker.coordinator.outputs import RunOutputs
 from service.worker.coordinator.page_keys import page_key
 from service.worker.coordinator.placement import Hashed, HostDirectory
-from service.worker.coordinator.run import Run
+from service.worker.coordinator.records import Coordinator
 from service.worker.fetcher.deps import FetcherDeps
 from service.worker.fetcher.lane import LocalLane
 from service.worker.fetcher.records import Fetcher
@@ -50,11 +40,8 @@ from service.worker.fetcher.scheduler import PageScheduler, SlotLimits
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from aiokafka import ConsumerRecord
-
     from service.contracts import PageTask
     from service.control import Cancel
-    from service.messaging.offsets import Delivery
     from service.metrics import Metrics
     from service.settings import Settings
     from service.worker.coordinator.placement import PagePartitions
@@ -72,13 +59,10 @@ class Worker:
         self._settings = settings
         self._metrics = metrics
         self._consumers: list[RecordConsumer] = []
-        self._coordinator: CoordinatorDeps | None = None
         self._fetcher: FetcherDeps | None = None
         self._fetcher_handler: Fetcher | None = None
         """The fetcher, closed when the worker stops (its local pages' records written, its
         run contexts handed back)."""
-        self._requests: RecordConsumer | None = None
-        """The coordinator's consumer (its runs relieve their records through it)."""
         self._stop_requested = asyncio.Event()
         self._active = ActiveRuns()
         self._seal = Seal.from_settings(settings)
@@ -143,7 +127,7 @@ class Worker:
                 )
                 self._consumers.append(fetcher)
             if tail is not None and publisher is not None and placement is not None:
-                self._coordinator = CoordinatorDeps(
+                deps = CoordinatorDeps(
                     settings=settings,
                     publisher=publisher,
                     placement=placement,
@@ -158,8 +142,9 @@ class Worker:
                     self._metrics,
                     on_assigned=lambda tps: tail.follow({tp.partition for tp in tps}),
                 )
-                requests = RecordConsumer(settings, self._handle, self._metrics, spec=spec)
-                self._requests = requests
+                coordinator = Coordinator(deps, self._active)
+                requests = RecordConsumer(settings, coordinator.handle, self._metrics, spec=spec)
+                coordinator.relieve_through(requests)
                 self._consumers.insert(0, requests)
             await stack.enter_async_context(
                 HealthServer(self._metrics, settings.metrics_port, self._readiness)
@@ -333,120 +318,6 @@ class Worker:
         if self._fetches:
             checks["browser"] = self._fetcher is not None and self._fetcher.pool.is_ready()
         return checks
-
-    async def _handle(
-        self, record: ConsumerRecord[bytes, bytes], delivery: Delivery, owned: asyncio.Event
-    ) -> None:
-        """Take one record to its end: a finished run or a dead letter, whatever goes wrong.
-
-        This is the record's one error boundary. Broker trouble never reaches it (the run
-        re-sends what it rendered until the broker takes it); what does (a bug, a message that
-        can never be published) sends the record to the dead letters, so its offset finishes
-        and the partition goes on.
-        """
-        source = RecordSource(topic=record.topic, partition=record.partition, offset=record.offset)
-        try:
-            if delivery.verdict is Verdict.POISON:
-                await self._quarantine(record, source, delivery, owned)
-            else:
-                await self._process(record, source, delivery, owned)
-        except Exception as exc:  # the record's error boundary
-            cause = root_cause(exc)
-            log.exception("request.crashed", error=repr(cause), exc_info=cause)
-            self._metrics.requests.labels("crashed").inc()
-            failed = isinstance(cause, PublishError)
-            code = DeadLetterCode.PUBLISH_FAILED if failed else DeadLetterCode.INTERNAL
-            error = RejectedMessageError(code, f"{type(cause).__name__}: {cause}", None)
-            await self._dead_letter(record, error, owned)
-
-    async def _process(
-        self,
-        record: ConsumerRecord[bytes, bytes],
-        source: RecordSource,
-        delivery: Delivery,
-        owned: asyncio.Event,
-    ) -> None:
-        try:
-            request = parse_request(record.value, self._settings)
-        except RejectedMessageError as exc:
-            await self._reject(record, source, exc, owned)
-            return
-        consumer = self._requests
-        with structlog.contextvars.bound_contextvars(request_id=request.request_id):
-            run = Run(
-                self._require_deps(),
-                request,
-                source=source,
-                priority=record.timestamp,
-                owned=owned,
-                since_ms=record.timestamp,
-                earlier=delivery.earlier,
-                relieve=(lambda: consumer.relieved(record)) if consumer else None,
-            )
-            with self._active.running(request.request_id, run):
-                await run.execute()
-
-    async def _quarantine(
-        self,
-        record: ConsumerRecord[bytes, bytes],
-        source: RecordSource,
-        delivery: Delivery,
-        owned: asyncio.Event,
-    ) -> None:
-        """A record whose worker died under it too often: dead-letter it, fail every URL."""
-        message = (
-            f"delivered {delivery.count} times; each earlier delivery ended with its worker "
-            f"dying (CRAWL_MAX_DELIVERIES={self._settings.max_deliveries})"
-        )
-        try:
-            request = parse_request(record.value, self._settings)
-        except RejectedMessageError as exc:
-            poison = RejectedMessageError(DeadLetterCode.POISON, message, exc.request_id)
-            await self._reject(record, source, poison, owned)
-            return
-        log.error("request.poison", deliveries=delivery.count, request_id=request.request_id)
-        poison = RejectedMessageError(DeadLetterCode.POISON, message, request.request_id)
-        await self._dead_letter(record, poison, owned)
-        run = Run(self._require_deps(), request, source=source, owned=owned)
-        await run.fail_all(ErrorCode.POISON, message)
-
-    async def _reject(
-        self,
-        record: ConsumerRecord[bytes, bytes],
-        source: RecordSource,
-        exc: RejectedMessageError,
-        owned: asyncio.Event,
-    ) -> None:
-        log.warning(
-            "request.rejected", code=exc.code, message=exc.message, request_id=exc.request_id
-        )
-        await self._dead_letter(record, exc, owned)
-        if exc.request_id is not None:
-            deps = self._require_deps()
-            outputs = RunOutputs(
-                deps.publisher,
-                self._settings,
-                request_id=exc.request_id,
-                run_id=uuid.uuid4().hex,
-                total=0,
-                request_metadata={},
-                source=source,
-                owned=owned,
-            )
-            await outputs.event(EventType.REJECTED, detail=f"{exc.code}: {exc.message}")
-            await outputs.acknowledged()
-
-    async def _dead_letter(
-        self, record: ConsumerRecord[bytes, bytes], exc: RejectedMessageError, owned: asyncio.Event
-    ) -> None:
-        publisher = self._require_deps().publisher
-        await send_dead_letter(publisher, self._settings, record, exc, owned)
-        self._metrics.dead_letters.labels(exc.code).inc()
-
-    def _require_deps(self) -> CoordinatorDeps:
-        if self._coordinator is None:
-            raise RuntimeError("the worker is not coordinating")
-        return self._coordinator
 
 
 def _lane_may_take(consumer: RecordConsumer, partition: int | None) -> bool:
