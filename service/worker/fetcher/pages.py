@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
 import structlog
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from service.cache import Validators
     from service.content.page import PageContent
     from service.contracts import PageTask
+    from service.settings import Settings
     from service.worker.fetcher.deps import FetcherDeps
 
 log = get_logger(__name__)
@@ -64,6 +66,27 @@ class PageCharge(Protocol):
     def end(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageLimits:
+    """What the page stage reads of the settings."""
+
+    max_result_bytes: int
+    max_page_timeout_s: float
+    worker_name: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PageLimits:
+        return cls(
+            max_result_bytes=int(settings.max_result_bytes),
+            max_page_timeout_s=settings.max_page_timeout.total_seconds(),
+            worker_name=settings.worker_name,
+        )
+
+    def timeout_s(self, task: PageTask) -> float:
+        """The page's time: what its request asked for, at most the cluster's bound."""
+        return min(task.options.timeout_ms / 1000, self.max_page_timeout_s)
+
+
 class PageStage:
     """Takes a page task to its content; the caller publishes it."""
 
@@ -74,6 +97,7 @@ class PageStage:
         self._pacer = pacer
         self._backoff = backoff or HostBackoff()
         self._retry = RetryPolicy.from_settings(deps.settings)
+        self._limits = PageLimits.from_settings(deps.settings)
         self._charging = Background()
 
     async def content(
@@ -88,7 +112,7 @@ class PageStage:
         changes = self._deps.changes
         if changes is not None:
             content = await changes.track(TrackedPage(task=task, partition=partition), content)
-        return bounded(content, int(self._deps.settings.max_result_bytes))
+        return bounded(content, self._limits.max_result_bytes)
 
     async def _cached(
         self, task: PageTask, charge: PageCharge, partition: int | None
@@ -104,7 +128,7 @@ class PageStage:
             task=task,
             partition=partition,
             follow=_follow_rules(task),
-            max_bytes=int(self._deps.settings.max_result_bytes),
+            max_bytes=self._limits.max_result_bytes,
         )
         return await cache.content(
             page,
@@ -131,9 +155,7 @@ class PageStage:
             headers=tuple(validators.request_headers().items()),
             user_agent=task.options.user_agent,
         )
-        timeout_s = min(
-            task.options.timeout_ms / 1000, self._deps.settings.max_page_timeout.total_seconds()
-        )
+        timeout_s = self._limits.timeout_s(task)
         host = host_key(task.url)
         ticket = PageTicket(run=task.run_id, priority=task.priority, host=host)
 
@@ -158,7 +180,7 @@ class PageStage:
             **content.result_fields(),
             elapsed_ms=int((time.monotonic() - started) * 1000),
             fetched_at=utc_now(),
-            worker=self._deps.settings.worker_name,
+            worker=self._limits.worker_name,
             request_metadata=task.request_metadata,
             source=task.source,
             depth=task.depth,
@@ -184,9 +206,7 @@ class PageStage:
     async def _fetch_with_retries(self, task: PageTask, charge: PageCharge) -> PageContent:
         """Try the page until it succeeds, fails for good, or its retries or time run out;
         the wait between tries happens outside every slot."""
-        timeout_s = min(
-            task.options.timeout_ms / 1000, self._deps.settings.max_page_timeout.total_seconds()
-        )
+        timeout_s = self._limits.timeout_s(task)
         deadline = PageDeadline(timeout_s)
         attempt = 0
         while True:
@@ -245,7 +265,7 @@ class PageStage:
             options=task.options,
             run_id=task.run_id,
             host=host,
-            max_bytes=int(self._deps.settings.max_result_bytes),
+            max_bytes=self._limits.max_result_bytes,
             follow=_follow_rules(task),
         )
         try:
