@@ -38,6 +38,7 @@ from service.paths import PageRenderer
 from service.worker.consumers import pages_spec, requests_spec
 from service.worker.coordinator.deps import CoordinatorDeps
 from service.worker.coordinator.intake import parse_request
+from service.worker.coordinator.monitors import MonitorScheduler
 from service.worker.coordinator.outputs import RunOutputs
 from service.worker.coordinator.page_keys import page_key
 from service.worker.coordinator.placement import Hashed, HostDirectory
@@ -50,7 +51,7 @@ from service.worker.fetcher.scheduler import PageScheduler, SlotLimits
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from aiokafka import ConsumerRecord
+    from aiokafka import ConsumerRecord, TopicPartition
 
     from service.contracts import PageTask
     from service.control import Cancel
@@ -153,11 +154,18 @@ class Worker:
                     sitemaps=robots_source,
                     local=lane,
                 )
-                spec = requests_spec(
-                    settings,
-                    self._metrics,
-                    on_assigned=lambda tps: tail.follow({tp.partition for tp in tps}),
-                )
+                monitors = await stack.enter_async_context(
+                    MonitorScheduler(
+                        settings, publisher, self._owns_request_partition,
+                        counts[settings.requests_topic],
+                    )
+                )  # fmt: skip
+
+                async def assigned(tps: set[TopicPartition]) -> None:
+                    await tail.follow({tp.partition for tp in tps})
+                    await monitors.follow({tp.partition for tp in tps})
+
+                spec = requests_spec(settings, self._metrics, on_assigned=assigned)
                 requests = RecordConsumer(settings, self._handle, self._metrics, spec=spec)
                 self._metrics.requests_pending.set_function(lambda: requests.in_flight)
                 self._requests = requests
@@ -443,6 +451,9 @@ class Worker:
         publisher = self._require_deps().publisher
         await send_dead_letter(publisher, self._settings, record, exc, owned)
         self._metrics.dead_letters.labels(exc.code).inc()
+
+    def _owns_request_partition(self, partition: int) -> bool:
+        return self._requests is not None and self._requests.owns(partition)
 
     def _require_deps(self) -> CoordinatorDeps:
         if self._coordinator is None:

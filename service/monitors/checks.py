@@ -1,0 +1,52 @@
+"""The requests of a check: one `CrawlRequest` per target, with change tracking under the
+monitor's tag and a `metadata.monitor` marker naming the monitor, the check and the target.
+Pure: the coordinator (scheduled ticks) and the gateway (`run_monitor`) both build them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from service.contracts import ChangeTracking, CrawlRequest
+from service.contracts_monitors import METADATA_KEY, MonitorCheckMarker, MonitorRecord
+from service.monitors.ticks import request_id_of
+
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Literal
+
+    from pydantic import JsonValue
+
+
+def check_requests(
+    monitor: MonitorRecord,
+    check: str,
+    *,
+    trigger: Literal["scheduled", "manual"],
+    scheduled_for: datetime | None,
+) -> list[CrawlRequest]:
+    """The requests of check `check` of `monitor`, in target order."""
+    requests = []
+    for index, target in enumerate(monitor.targets):
+        ignore = target.options.change_tracking.ignore if target.options.change_tracking else ()
+        tracking = ChangeTracking(tag=monitor.tag, diff=True, ignore=ignore)
+        marker = MonitorCheckMarker(
+            monitor_id=monitor.id,
+            check_id=check,
+            target_id=target.id,
+            trigger=trigger,
+            scheduled_for=scheduled_for,
+            tenant=monitor.tenant,
+        )
+        metadata: dict[str, JsonValue] = {METADATA_KEY: marker.model_dump(mode="json")}
+        if monitor.tenant is not None:
+            metadata["tenant"] = monitor.tenant
+        requests.append(
+            CrawlRequest(
+                request_id=request_id_of(check, index),
+                urls=list(target.urls[:1] if target.type == "crawl" else target.urls),
+                options=target.options.model_copy(update={"change_tracking": tracking}),
+                crawl=target.crawl if target.type == "crawl" else None,
+                metadata=metadata,
+            )
+        )
+    return requests
