@@ -119,6 +119,10 @@ class MonitorScheduler:
             self._ends |= await self._reader.end_offsets(new)
 
     async def _read(self) -> None:
+        if not self._reader.assignment():  # aiokafka would wait for one, past any timeout
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), LOOK_S)
+            return
         batch = await self._reader.getmany(timeout_ms=int(LOOK_S * 1000))
         for tp, records in batch.items():
             for record in records:
