@@ -108,3 +108,6 @@ class MonitorCheckMarker(BaseModel):
     trigger: Literal["scheduled", "manual"]
     scheduled_for: Timestamp | None = None
     tenant: str | None = None
+    results_offset: int = Field(default=0, ge=0)
+    """The end of the request's results partition just before it was produced: its results
+    are read from there."""

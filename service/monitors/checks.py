@@ -11,6 +11,7 @@ from service.contracts_monitors import METADATA_KEY, MonitorCheckMarker, Monitor
 from service.monitors.ticks import request_id_of
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import datetime
     from typing import Literal
 
@@ -23,8 +24,11 @@ def check_requests(
     *,
     trigger: Literal["scheduled", "manual"],
     scheduled_for: datetime | None,
+    results_offsets: Mapping[str, int] | None = None,
 ) -> list[CrawlRequest]:
-    """The requests of check `check` of `monitor`, in target order."""
+    """The requests of check `check` of `monitor`, in target order, each page fetched
+    afresh (`max_age_ms` 0: a check looks at the page, never at the cache) (`results_offsets`: per
+    request id, where its results partition ends before it is produced)."""
     requests = []
     for index, target in enumerate(monitor.targets):
         ignore = target.options.change_tracking.ignore if target.options.change_tracking else ()
@@ -36,6 +40,7 @@ def check_requests(
             trigger=trigger,
             scheduled_for=scheduled_for,
             tenant=monitor.tenant,
+            results_offset=(results_offsets or {}).get(request_id_of(check, index), 0),
         )
         metadata: dict[str, JsonValue] = {METADATA_KEY: marker.model_dump(mode="json")}
         if monitor.tenant is not None:
@@ -44,7 +49,9 @@ def check_requests(
             CrawlRequest(
                 request_id=request_id_of(check, index),
                 urls=list(target.urls[:1] if target.type == "crawl" else target.urls),
-                options=target.options.model_copy(update={"change_tracking": tracking}),
+                options=target.options.model_copy(
+                    update={"change_tracking": tracking, "max_age_ms": 0, "cache_only": False}
+                ),
                 crawl=target.crawl if target.type == "crawl" else None,
                 metadata=metadata,
             )

@@ -156,8 +156,7 @@ class Worker:
                 )
                 monitors = await stack.enter_async_context(
                     MonitorScheduler(
-                        settings, publisher, self._owns_request_partition,
-                        counts[settings.requests_topic],
+                        settings, publisher, self._owns_request_partition, counts,
                     )
                 )  # fmt: skip
 

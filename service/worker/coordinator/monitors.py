@@ -50,12 +50,13 @@ class MonitorScheduler:
         settings: Settings,
         publisher: Publisher,
         owns: Callable[[int], bool],
-        request_partitions: int,
+        counts: dict[str, int],
     ) -> None:
         self._settings = settings
         self._publisher = publisher
         self._owns = owns
-        self._requests = request_partitions
+        self._requests = counts[settings.requests_topic]
+        self._results = counts[settings.results_topic]
         self._book = MonitorBook(min_interval=settings.monitor_min_interval)
         self._reader = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
         self._scanner = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
@@ -197,6 +198,15 @@ class MonitorScheduler:
         requests = check_requests(
             known.record, tick.check_id, trigger="scheduled", scheduled_for=tick.scheduled_for
         )
+        missing = [request.request_id for request in requests if request.request_id not in found]
+        offsets = await self._results_ends(missing)
+        requests = check_requests(
+            known.record,
+            tick.check_id,
+            trigger="scheduled",
+            scheduled_for=tick.scheduled_for,
+            results_offsets=offsets,
+        )
         for request in requests:
             if request.request_id in found:
                 continue
@@ -213,6 +223,15 @@ class MonitorScheduler:
             scheduled_for=tick.scheduled_for.isoformat(),
             resumed=len(found),
         )
+
+    async def _results_ends(self, request_ids: list[str]) -> dict[str, int]:
+        """Per request id, the end of its results partition now (where its results start)."""
+        tps = {
+            rid: TopicPartition(self._settings.results_topic, partition_for(rid, self._results))
+            for rid in request_ids
+        }
+        ends = await self._scanner.end_offsets(list(set(tps.values()))) if tps else {}
+        return {rid: ends[tp] for rid, tp in tps.items()}
 
     async def _record(self, tick: MonitorTick) -> None:
         await self._publisher.send_and_wait(

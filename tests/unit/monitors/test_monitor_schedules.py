@@ -225,6 +225,7 @@ def test_a_check_is_one_tracked_request_per_target() -> None:
     assert scrape.options.change_tracking is not None
     assert scrape.options.change_tracking.tag == "monitor:m1"
     assert scrape.options.change_tracking.diff
+    assert scrape.options.max_age_ms == 0  # a check looks at the page, not the cache
     assert scrape.metadata["monitor"]["target_id"] == "t0"  # type: ignore[index,call-overload]
     assert scrape.metadata["tenant"] == "acme"
     assert crawl.crawl is not None
