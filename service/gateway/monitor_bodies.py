@@ -112,12 +112,17 @@ def webhook_of(raw: object) -> dict[str, Any] | None:
     refuse_unknown(body, frozenset({"url", "headers", "metadata", "events"}), ("webhook",))
     if not isinstance(body.get("url"), str):
         raise bad_request(Detail(path=("webhook", "url"), message="a URL is required"))
+    if body.get("headers"):
+        raise refused(
+            ("webhook", "headers"),
+            "a monitor's webhook takes no headers here: they would be echoed on every event "
+            "of its checks (sign-check the `X-Firecrawl-Signature` instead)",
+        )
     events = body.get("events") or list(WEBHOOK_EVENTS)
     if not isinstance(events, list) or not set(events) <= set(WEBHOOK_EVENTS):
         raise bad_request(Detail(path=("webhook", "events"), message=", ".join(WEBHOOK_EVENTS)))
     return {
         "url": body["url"],
-        "headers": dict(body.get("headers") or {}),
         "metadata": dict(body.get("metadata") or {}),
         "events": events,
     }
@@ -151,7 +156,7 @@ def monitor_json(
     )
     webhook = None
     if record.webhook is not None:
-        webhook = {k: v for k, v in record.webhook.items() if k != "headers"}
+        webhook = dict(record.webhook)
     return {
         "id": record.id,
         "name": record.name,

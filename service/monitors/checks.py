@@ -4,11 +4,16 @@ Pure: the coordinator (scheduled ticks) and the gateway (`run_monitor`) both bui
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from service.contracts import ChangeTracking, CrawlRequest
 from service.contracts_monitors import METADATA_KEY, MonitorCheckMarker, MonitorRecord
+from service.contracts_webhook import WEBHOOK_KEY
 from service.monitors.ticks import request_id_of
+
+MONITOR_HOOKS: Final = {"monitor.page": "page", "monitor.check.completed": "completed"}
+"""Firecrawl's monitor webhook events -> the request hooks that carry them (the webhook
+dispatcher sends them as `monitor.*` for a check's request)."""
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -45,6 +50,8 @@ def check_requests(
         metadata: dict[str, JsonValue] = {METADATA_KEY: marker.model_dump(mode="json")}
         if monitor.tenant is not None:
             metadata["tenant"] = monitor.tenant
+        if monitor.webhook is not None:
+            metadata[WEBHOOK_KEY] = _hooked(monitor.webhook)
         requests.append(
             CrawlRequest(
                 request_id=request_id_of(check, index),
@@ -57,3 +64,13 @@ def check_requests(
             )
         )
     return requests
+
+
+def _hooked(webhook: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """The monitor's webhook as a request's `metadata.webhook` (its events as hooks)."""
+    events = webhook.get("events")
+    named = events if isinstance(events, list) else list(MONITOR_HOOKS)
+    hooks: list[JsonValue] = [
+        MONITOR_HOOKS[e] for e in named if isinstance(e, str) and e in MONITOR_HOOKS
+    ]
+    return {"url": webhook.get("url"), "metadata": webhook.get("metadata") or {}, "events": hooks}

@@ -1,7 +1,9 @@
 """Firecrawl's monitor API through the official `firecrawl-py` SDK as written, against the
-gateway, a real broker, a worker and Chromium: a monitor is created, listed, read, run by
-hand (a first check finds every page `new`, the next the one changed page with its diff),
-its check's pages read by status and paged with `next`, paused, deleted."""
+gateway, a real broker, a worker, Chromium and the webhook dispatcher: a monitor is created,
+listed, read, run by hand (a first check finds every page `new`, the next the one changed
+page with its diff), its check's pages read by status and paged with `next`, paused,
+deleted; its receiver gets a signed `monitor.page` per page and a
+`monitor.check.completed` per check."""
 
 from __future__ import annotations
 
@@ -15,15 +17,24 @@ from _changepages import version_words
 from firecrawl import Firecrawl
 from firecrawl.v2.types import PaginationConfig
 from firecrawl.v2.utils.error_handler import FirecrawlError
+from gateway import DispatcherProcess
+from waiting import until
+from webhook_receiver import receiving
+
+from service.webhooks import verify
 
 if TYPE_CHECKING:
     from firecrawl.v2.types import MonitorCheckDetail
     from gateway import GatewayProcess
+    from harness import Topics
     from testsite import TestSite
+    from webhook_receiver import Receiver
 
 pytestmark = pytest.mark.integration
 
 CHECK_DEADLINE_S = 120
+
+SECRET = "whsec-monitor-test"  # noqa: S105 - a test key for a local receiver
 
 
 def sdk(gateway: GatewayProcess) -> Firecrawl:
@@ -41,15 +52,27 @@ async def finished(app: Firecrawl, monitor_id: str, check_id: str) -> MonitorChe
 
 
 async def test_a_monitor_is_created_run_read_paused_and_deleted(
-    start_worker, start_gateway, site: TestSite
+    topics: Topics, start_worker, start_gateway, site: TestSite, tmp_path
 ):
     """The first check by hand finds both pages `new`; after one page is edited, the next
     finds it `changed` with the old and new lines in its diff and the other `same`; the
-    check's pages filtered by status, and paged one at a time with `next`; pausing shows
+    check's pages filtered by status, and paged one at a time with `next`; the receiver
+    gets `monitor.page` and `monitor.check.completed` of both checks, signed; pausing shows
     `paused` and no next run; a deleted monitor is a 404."""
-    await start_worker()
-    gateway = await start_gateway()
-    app = sdk(gateway)
+    async with receiving() as receiver:
+        allowed = f"127.0.0.1:{site.port},{receiver.target}"
+        await start_worker(CRAWL_ALLOWED_HOSTS=allowed)
+        gateway = await start_gateway(CRAWL_ALLOWED_HOSTS=allowed)
+        env = topics.env(CRAWL_ALLOWED_HOSTS=allowed, CRAWL_WEBHOOK_SECRET=SECRET)
+        dispatcher = DispatcherProcess(env, tmp_path / "d.log", "d")
+        await dispatcher.start()
+        try:
+            await monitor_lifecycle(sdk(gateway), site, receiver)
+        finally:
+            await dispatcher.close()
+
+
+async def monitor_lifecycle(app: Firecrawl, site: TestSite, receiver: Receiver) -> None:
     name = f"mon-{uuid.uuid4().hex[:8]}"
     urls = [site.url(f"/changes/p/{name}-a"), site.url(f"/changes/p/{name}-b")]
     monitor = await asyncio.to_thread(
@@ -57,6 +80,7 @@ async def test_a_monitor_is_created_run_read_paused_and_deleted(
         name,
         {"cron": "0 0 1 1 *", "timezone": "Europe/Berlin"},  # yearly: only manual checks here
         [{"type": "scrape", "urls": urls, "scrapeOptions": {"formats": ["markdown"]}}],
+        webhook={"url": receiver.url(), "metadata": {"team": "pricing"}},
     )
     assert monitor.status == "active"
     assert monitor.schedule.cron == "0 0 1 1 *"
@@ -108,6 +132,38 @@ async def test_a_monitor_is_created_run_read_paused_and_deleted(
     assert read.last_check_summary.changed == 1
 
     await pause_and_delete(app, monitor.id)
+    await webhooks_of_both_checks(receiver, [first.id, second.id], urls)
+
+
+async def webhooks_of_both_checks(receiver: Receiver, checks: list[str], urls: list[str]) -> None:
+    """Per check, a signed `monitor.page` per page (its status) and a `monitor.check.completed`
+    with the summary, the monitor's metadata echoed."""
+
+    def of(check: str, kind: str) -> list[dict]:
+        found = {d.body["eventId"]: d.body for d in receiver.of(check) if d.type == kind}
+        return list(found.values())
+
+    await until(lambda: all(of(c, "monitor.check.completed") for c in checks), 60, every_s=0.2)
+    assert all(
+        verify(SECRET, d.raw, d.headers["X-Firecrawl-Signature"]) for d in receiver.deliveries
+    )
+    first, second = checks
+    assert sorted(
+        (p["data"][0]["url"], p["data"][0]["status"]) for p in of(first, "monitor.page")
+    ) == [(urls[0], "new"), (urls[1], "new")]
+    assert sorted(
+        (p["data"][0]["url"], p["data"][0]["status"]) for p in of(second, "monitor.page")
+    ) == [(urls[0], "changed"), (urls[1], "same")]
+    [done] = of(second, "monitor.check.completed")
+    assert done["data"]["summary"] == {
+        "totalPages": 2,
+        "same": 1,
+        "changed": 1,
+        "new": 0,
+        "removed": 0,
+        "error": 0,
+    }
+    assert done["metadata"] == {"team": "pricing"}
 
 
 async def pause_and_delete(app: Firecrawl, monitor_id: str) -> None:
