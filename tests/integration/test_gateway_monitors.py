@@ -8,6 +8,7 @@ deleted; its receiver gets a signed `monitor.page` per page and a
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import TYPE_CHECKING
 
@@ -176,18 +177,43 @@ async def pause_and_delete(app: Firecrawl, monitor_id: str) -> None:
     assert raised.value.status_code == 404
 
 
-async def test_a_schedule_faster_than_the_minimum_is_refused(start_gateway, site: TestSite):
-    """With the default CRAWL_MONITOR_MIN_INTERVAL (60 s), `every 5 seconds` is a 400 that
-    names the setting; `search` targets are refused by name."""
-    app = sdk(await start_gateway())
+async def test_a_tenant_sees_only_its_monitors_and_fast_schedules_are_refused(
+    start_gateway, site: TestSite, tmp_path
+):
+    """Two tenants' keys: each lists and reads only its own monitors (another's is a 404,
+    also to update, run or delete). With the default CRAWL_MONITOR_MIN_INTERVAL (60 s),
+    `every 5 seconds` is a 400 that names the setting; `search` targets are refused by
+    name."""
+    keys = tmp_path / "keys.json"
+    entries = [{"key": f"fc-{name}-test-key", "tenant": name} for name in ("acme", "globex")]
+    keys.write_text(json.dumps({"keys": entries}))
+    gateway = await start_gateway(CRAWL_GATEWAY_KEYS_FILE=str(keys))
+    acme = Firecrawl(api_key="fc-acme-test-key", api_url=gateway.url)
+    globex = Firecrawl(api_key="fc-globex-test-key", api_url=gateway.url)
     target = [{"type": "scrape", "urls": [site.url("/page/1")]}]
+    mine = await asyncio.to_thread(acme.create_monitor, "acme's", {"text": "hourly"}, target)
+    assert mine.schedule.cron == "0 * * * *"
+    theirs = await asyncio.to_thread(globex.create_monitor, "globex's", {"text": "daily"}, target)
+    assert [m.id for m in await asyncio.to_thread(acme.list_monitors)] == [mine.id]
+    assert [m.id for m in await asyncio.to_thread(globex.list_monitors)] == [theirs.id]
+    for call in (acme.get_monitor, acme.run_monitor, acme.delete_monitor):
+        with pytest.raises(FirecrawlError) as raised:
+            await asyncio.to_thread(call, theirs.id)
+        assert raised.value.status_code == 404
     with pytest.raises(FirecrawlError) as raised:
-        await asyncio.to_thread(app.create_monitor, "fast", {"text": "every 5 seconds"}, target)
+        await asyncio.to_thread(acme.update_monitor, theirs.id, status="paused")
+    assert raised.value.status_code == 404
+
+    with pytest.raises(FirecrawlError) as raised:
+        await asyncio.to_thread(acme.create_monitor, "fast", {"text": "every 5 seconds"}, target)
     assert raised.value.status_code == 400
     assert "CRAWL_MONITOR_MIN_INTERVAL" in str(raised.value)
     with pytest.raises(FirecrawlError) as raised:
         await asyncio.to_thread(
-            app.create_monitor, "search", {"text": "hourly"}, [{"type": "search", "queries": ["x"]}]
+            acme.create_monitor,
+            "search",
+            {"text": "hourly"},
+            [{"type": "search", "queries": ["x"]}],
         )
     assert raised.value.status_code == 400
     assert "search" in str(raised.value)
