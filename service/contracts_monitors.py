@@ -31,6 +31,17 @@ class ScheduleSpec(BaseModel):
     timezone: str = Field(default="UTC", max_length=64)
 
 
+class AdaptiveSpec(BaseModel):
+    """An adaptive interval for a target (StormCrawler's rule): after a check in which the
+    target changed, its interval halves toward `min_interval_s`, otherwise it grows by half
+    toward `max_interval_s`; the target is checked at the first tick its interval allows."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_interval_s: int = Field(ge=1)
+    max_interval_s: int = Field(ge=1)
+
+
 class MonitorTarget(BaseModel):
     """What one check fetches: `scrape` the `urls`, or `crawl` from `urls[0]` with `crawl`."""
 
@@ -43,6 +54,8 @@ class MonitorTarget(BaseModel):
     """The pages' options; `change_tracking` is always set, under the monitor's tag."""
     crawl: CrawlSpec | None = None
     """The crawl's spec (`type: crawl`)."""
+    adaptive: AdaptiveSpec | None = None
+    """Checked on fewer ticks while it does not change (null: on every tick)."""
 
 
 class MonitorRecord(BaseModel):
@@ -80,6 +93,9 @@ class PlannedRequest(BaseModel):
     partition: int = Field(ge=0)
     offset_before: int = Field(ge=0)
     """The requests partition's end just before the request was produced."""
+    target_id: str = ""
+    results_offset: int = Field(default=0, ge=0)
+    """Its results partition's end before it was produced (where its results start)."""
 
 
 class MonitorTick(BaseModel):
@@ -95,6 +111,10 @@ class MonitorTick(BaseModel):
     requests: tuple[PlannedRequest, ...]
     produced: bool = False
     fired_at: Timestamp
+    intervals: dict[str, int] = Field(default_factory=dict)
+    """Per adaptive target id: its interval in seconds after this tick."""
+    checked: dict[str, Timestamp] = Field(default_factory=dict)
+    """Per adaptive target id: the tick it was last checked at."""
 
 
 class MonitorCheckMarker(BaseModel):

@@ -27,6 +27,12 @@ def add_monitor(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     create.add_argument("--depth", type=int, default=1)
     create.add_argument("--tenant", default=None)
+    create.add_argument(
+        "--adaptive",
+        default=None,
+        metavar="MIN,MAX",
+        help="seconds: check less often while nothing changes (StormCrawler's rule)",
+    )
     sub.add_parser("list", help="every monitor").add_argument("--json", action="store_true")
     for name, text in (
         ("pause", "stop its ticks"),

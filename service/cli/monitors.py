@@ -15,6 +15,7 @@ from service.client import CrawlClient
 from service.contracts import CrawlOptions, CrawlSpec, utc_now
 from service.contracts_monitors import (
     METADATA_KEY,
+    AdaptiveSpec,
     MonitorCheckMarker,
     MonitorRecord,
     MonitorTarget,
@@ -86,8 +87,9 @@ def _created(args: argparse.Namespace, settings: Settings) -> MonitorRecord:
             urls=tuple(args.urls[:1] if crawl else args.urls),
             options=CrawlOptions(),
             crawl=crawl,
+            adaptive=_adaptive(args.adaptive),
         )
-    except (ScheduleError, ValidationError) as exc:
+    except (ScheduleError, ValidationError, ValueError) as exc:
         raise ConfigurationError(str(exc)) from None
     monitor_id = uuid.uuid4().hex
     return MonitorRecord(
@@ -101,6 +103,13 @@ def _created(args: argparse.Namespace, settings: Settings) -> MonitorRecord:
         updated_at=now,
         schedule_since=now,
     )
+
+
+def _adaptive(given: str | None) -> AdaptiveSpec | None:
+    if given is None:
+        return None
+    low, _, high = given.partition(",")
+    return AdaptiveSpec(min_interval_s=int(low), max_interval_s=int(high or low))
 
 
 async def _set_status(settings: Settings, record: MonitorRecord, status: str) -> None:

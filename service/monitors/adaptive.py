@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from datetime import datetime
 
 
@@ -37,3 +38,45 @@ class Adaptive:
     def due(last_checked: datetime | None, interval: timedelta, tick: datetime) -> bool:
         """Whether a target checked at `last_checked` is checked again at `tick`."""
         return last_checked is None or tick - last_checked >= interval
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetPlan:
+    """Which targets a tick checks, and the adaptive targets' state after it."""
+
+    included: tuple[str, ...]
+    intervals: dict[str, int]
+    """Per adaptive target id: its interval in seconds."""
+    checked: dict[str, datetime]
+    """Per adaptive target id: the tick it was last checked at."""
+
+
+def plan_targets(
+    targets: Sequence[tuple[str, Adaptive | None]],
+    *,
+    tick: datetime,
+    intervals: Mapping[str, int],
+    checked: Mapping[str, datetime],
+    changed: Mapping[str, bool],
+) -> TargetPlan:
+    """The targets tick `tick` checks: every plain target; an adaptive one when its interval
+    since its last check has passed. `changed`: per adaptive target whose previous check
+    was read, whether it found a change (its interval is adapted first)."""
+    included: list[str] = []
+    new_intervals: dict[str, int] = {}
+    new_checked: dict[str, datetime] = {}
+    for target_id, rule in targets:
+        if rule is None:
+            included.append(target_id)
+            continue
+        current = timedelta(seconds=intervals.get(target_id, rule.start().total_seconds()))
+        if target_id in changed:
+            current = rule.next_interval(current, changed=changed[target_id])
+        last = checked.get(target_id)
+        if Adaptive.due(last, current, tick):
+            included.append(target_id)
+            last = tick
+        new_intervals[target_id] = int(current.total_seconds())
+        if last is not None:
+            new_checked[target_id] = last
+    return TargetPlan(included=tuple(included), intervals=new_intervals, checked=new_checked)

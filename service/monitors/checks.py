@@ -16,7 +16,7 @@ MONITOR_HOOKS: Final = {"monitor.page": "page", "monitor.check.completed": "comp
 dispatcher sends them as `monitor.*` for a check's request)."""
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Collection, Mapping
     from datetime import datetime
     from typing import Literal
 
@@ -30,12 +30,16 @@ def check_requests(
     trigger: Literal["scheduled", "manual"],
     scheduled_for: datetime | None,
     results_offsets: Mapping[str, int] | None = None,
+    only: Collection[str] | None = None,
 ) -> list[CrawlRequest]:
     """The requests of check `check` of `monitor`, in target order, each page fetched
     afresh (`max_age_ms` 0: a check looks at the page, never at the cache) (`results_offsets`: per
-    request id, where its results partition ends before it is produced)."""
+    request id, where its results partition ends before it is produced; `only`: the target
+    ids checked, when not all: a request keeps its target's index in its id)."""
     requests = []
     for index, target in enumerate(monitor.targets):
+        if only is not None and target.id not in only:
+            continue
         ignore = target.options.change_tracking.ignore if target.options.change_tracking else ()
         tracking = ChangeTracking(tag=monitor.tag, diff=True, ignore=ignore)
         marker = MonitorCheckMarker(

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from datetime import datetime
 
+    from service.contracts_monitors import PlannedRequest
     from service.monitors.schedule import Schedule
 
 CHECK_NAMESPACE: Final = uuid.UUID("6f1d3c2a-5b7e-4f0a-9c1d-2e8b7a6c5d40")
@@ -85,16 +87,7 @@ def decide(
     return Fire(scheduled_for=due) if due is not None else Wait(until=following)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Planned:
-    """One request of a check: where it goes and from where a successor looks for it."""
-
-    request_id: str
-    partition: int
-    offset_before: int
-
-
-def missing(planned: tuple[Planned, ...], found: set[str]) -> tuple[Planned, ...]:
-    """The requests of a half-fired tick that its partition does not hold (`found`: the
+def missing(planned: Sequence[PlannedRequest], found: set[str]) -> tuple[PlannedRequest, ...]:
+    """The requests of a half-fired tick that its partitions do not hold (`found`: the
     request ids read from each `offset_before` to the partition's end)."""
     return tuple(p for p in planned if p.request_id not in found)

@@ -17,6 +17,7 @@ from harness import wait_for_leaders
 
 from service.contracts import dump_request, utc_now
 from service.contracts_monitors import (
+    AdaptiveSpec,
     MonitorRecord,
     MonitorTarget,
     MonitorTick,
@@ -42,17 +43,27 @@ STATIC = {"CRAWL_STATIC_MEMBERSHIP": "true", "CRAWL_WORKER_NAME": "monitors"}
 
 INTERVAL_S = 4
 
+ADAPTIVE_MIN_S = 8
+
 PARTITIONS = 4
 """The harness's partition count of every topic."""
 
 
-def monitor(monitor_id: str, site: TestSite, schedule: ScheduleSpec) -> MonitorRecord:
+def monitor(
+    monitor_id: str, site: TestSite, schedule: ScheduleSpec, *, adaptive: bool = False
+) -> MonitorRecord:
     now = utc_now()
+    targets = [MonitorTarget(id="t0", type="scrape", urls=(site.url("/page/1"),))]
+    if adaptive:
+        spec = AdaptiveSpec(min_interval_s=ADAPTIVE_MIN_S, max_interval_s=60)
+        targets.append(
+            MonitorTarget(id="t1", type="scrape", urls=(site.url("/page/2"),), adaptive=spec)
+        )
     return MonitorRecord(
         id=monitor_id,
         name=monitor_id,
         schedule=schedule,
-        targets=(MonitorTarget(id="t0", type="scrape", urls=(site.url("/page/1"),)),),
+        targets=tuple(targets),
         tag=f"monitor:{monitor_id}",
         created_at=now,
         updated_at=now,
@@ -124,7 +135,9 @@ async def test_each_tick_fires_once_while_the_owner_is_killed_between_ticks(
     on takeover."""
     first = await start_worker("monitors-a", **FAST, **STATIC)
     await wait_for_leaders(topics)
-    record = monitor("m-kill", site, ScheduleSpec(text=f"every {INTERVAL_S} seconds"))
+    record = monitor(
+        "m-kill", site, ScheduleSpec(text=f"every {INTERVAL_S} seconds"), adaptive=True
+    )
     await send(topics, [(topics.monitors, record.id, record.model_dump_json().encode())])
     await wait_fired(first, 2, deadline_s=60)
     await first.kill()  # right after a tick: between ticks
@@ -137,7 +150,7 @@ async def test_each_tick_fires_once_while_the_owner_is_killed_between_ticks(
     requests = checks_on(await read_all(topics, topics.requests))
     assert requests, "no check request was produced"
     assert all(len(times) == 1 for times in requests.values()), requests
-    ticks = sorted(times[0] for times in requests.values())
+    ticks = sorted(times[0] for rid, times in requests.items() if rid.endswith(".0"))
     assert len(set(ticks)) == len(ticks)
     schedule = Schedule.of(cron=None, text=f"every {INTERVAL_S} seconds")
     for earlier, later in itertools.pairwise(ticks):
@@ -153,14 +166,15 @@ async def test_each_tick_fires_once_while_the_owner_is_killed_between_ticks(
                 killed_at - timedelta(seconds=1)
                 <= missing
                 <= taken_at + timedelta(seconds=INTERVAL_S)
-            ), (
-                missing,
-                killed_at,
-                taken_at,
-                ticks,
-            )
+            ), (missing, killed_at, taken_at, ticks)
     for request_id, [at] in requests.items():
-        assert request_id == f"{check_id(record.id, at)}.0"
+        assert request_id in {f"{check_id(record.id, at)}.0", f"{check_id(record.id, at)}.1"}
+    # the adaptive target (8 s at least, its checks finding nothing: no fetcher runs them)
+    # is in the first check, then only once its interval, grown by half, has passed
+    adaptive = sorted(times[0] for rid, times in requests.items() if rid.endswith(".1"))
+    assert adaptive[0] == ticks[0]
+    assert len(adaptive) < len(ticks)
+    assert all(b - a >= timedelta(seconds=ADAPTIVE_MIN_S) for a, b in itertools.pairwise(adaptive))
 
 
 async def test_a_half_fired_tick_is_finished_without_a_second_request(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final, Self
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -19,15 +20,16 @@ from service.contracts import dump_request, utc_now
 from service.contracts_monitors import MonitorTick, PlannedRequest
 from service.logs import get_logger
 from service.messaging.kafka_config import client_options
-from service.messaging.topics import partition_for
+from service.monitors.adaptive import Adaptive, TargetPlan, plan_targets
 from service.monitors.book import Known, MonitorBook
 from service.monitors.checks import check_requests
-from service.monitors.ticks import Fire, check_id, decide
+from service.monitors.ticks import Fire, check_id, decide, missing, request_id_of
+from service.worker.coordinator.monitor_reads import MonitorReads
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from datetime import datetime
 
+    from service.contracts_monitors import MonitorRecord, MonitorTarget
     from service.messaging.publisher import Publisher
     from service.settings import Settings
 
@@ -35,9 +37,6 @@ log = get_logger(__name__)
 
 LOOK_S: Final = 0.5
 """How often the owner looks for due ticks (and how long one read of the topics waits)."""
-
-SCAN_RECORDS: Final = 500
-"""Records per fetch when looking for a half-fired tick's requests."""
 
 
 class MonitorScheduler:
@@ -55,11 +54,9 @@ class MonitorScheduler:
         self._settings = settings
         self._publisher = publisher
         self._owns = owns
-        self._requests = counts[settings.requests_topic]
-        self._results = counts[settings.results_topic]
         self._book = MonitorBook(min_interval=settings.monitor_min_interval)
         self._reader = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
-        self._scanner = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
+        self._reads = MonitorReads(settings, counts)
         self._wanted: set[int] = set()
         self._ready: set[int] = set()
         self._ends: dict[TopicPartition, int] = {}
@@ -69,15 +66,15 @@ class MonitorScheduler:
 
     async def __aenter__(self) -> Self:
         await asyncio.wait_for(self._reader.start(), self._timeout_s)
-        await asyncio.wait_for(self._scanner.start(), self._timeout_s)
+        await self._reads.__aenter__()
         self._tasks.start(self._loop())
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self._tasks.cancel()
-        for consumer in (self._reader, self._scanner):
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(consumer.stop(), self._timeout_s)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._reader.stop(), self._timeout_s)
+        await self._reads.__aexit__()
 
     async def follow(self, partitions: set[int]) -> None:
         """Own the monitors of exactly `partitions` from now on."""
@@ -163,53 +160,73 @@ class MonitorScheduler:
             await self._fire(known, verdict.scheduled_for)
 
     async def _fire(self, known: Known, scheduled_for: datetime) -> None:
-        """Record the intent (with each request's partition end), then produce, then record
-        the tick as produced."""
-        check = check_id(known.record.id, scheduled_for)
+        """Record the intent (each request's partition ends), produce, record it produced."""
+        record, previous = known.record, self._book.ticks.get(known.record.id)
+        plan = await self._targets(record, previous, scheduled_for)
+        check = check_id(record.id, scheduled_for)
         requests = check_requests(
-            known.record, check, trigger="scheduled", scheduled_for=scheduled_for
+            record, check, trigger="scheduled", scheduled_for=scheduled_for, only=plan.included
         )
-        tps = {
-            r.request_id: TopicPartition(
-                self._settings.requests_topic, partition_for(r.request_id, self._requests)
-            )
-            for r in requests
-        }
-        ends = await self._scanner.end_offsets(list(set(tps.values())))
+        ids = [r.request_id for r in requests]
+        request_ends = await self._reads.request_ends(ids)
+        results_ends = await self._reads.results_ends(ids)
+        targets = {request_id_of(check, i): t.id for i, t in enumerate(record.targets)}
         planned = tuple(
-            PlannedRequest(request_id=rid, partition=tp.partition, offset_before=ends[tp])
-            for rid, tp in tps.items()
+            PlannedRequest(
+                request_id=rid,
+                partition=self._reads.request_partition(rid),
+                offset_before=request_ends[rid],
+                target_id=targets[rid],
+                results_offset=results_ends[rid],
+            )
+            for rid in ids
         )
         intent = MonitorTick(
-            monitor_id=known.record.id,
+            monitor_id=record.id,
             scheduled_for=scheduled_for,
             check_id=check,
             requests=planned,
             fired_at=utc_now(),
+            intervals=plan.intervals,
+            checked=plan.checked,
         )
         if not self._owns(known.partition):
             return
         await self._record(intent)
         await self._finish(known, intent)
 
+    async def _targets(
+        self, record: MonitorRecord, previous: MonitorTick | None, tick: datetime
+    ) -> TargetPlan:
+        """Every target, but adaptive ones only when their interval has passed (adapted to
+        what their previous check found)."""
+        rules = [(t.id, _rule(t)) for t in record.targets]
+        adaptive = {target_id for target_id, rule in rules if rule is not None}
+        changed: dict[str, bool] = {}
+        if previous is not None and adaptive:
+            read = [p for p in previous.requests if p.target_id in adaptive]
+            changed = await self._reads.changed(read)
+        return plan_targets(
+            rules,
+            tick=tick,
+            intervals={} if previous is None else previous.intervals,
+            checked={} if previous is None else previous.checked,
+            changed=changed,
+        )
+
     async def _finish(self, known: Known, tick: MonitorTick) -> None:
         """Produce the requests of `tick` its partitions do not hold yet; mark it produced."""
-        found = await self._present(tick.requests)
-        requests = check_requests(
-            known.record, tick.check_id, trigger="scheduled", scheduled_for=tick.scheduled_for
-        )
-        missing = [request.request_id for request in requests if request.request_id not in found]
-        offsets = await self._results_ends(missing)
+        found = await self._reads.present(tick.requests)
+        absent = {p.request_id: p.results_offset for p in missing(tick.requests, found)}
         requests = check_requests(
             known.record,
             tick.check_id,
             trigger="scheduled",
             scheduled_for=tick.scheduled_for,
-            results_offsets=offsets,
+            results_offsets=absent,
         )
+        requests = [r for r in requests if r.request_id in absent]
         for request in requests:
-            if request.request_id in found:
-                continue
             if not self._owns(known.partition):
                 return
             await self._publisher.send_and_wait(
@@ -221,17 +238,9 @@ class MonitorScheduler:
             monitor_id=known.record.id,
             check_id=tick.check_id,
             scheduled_for=tick.scheduled_for.isoformat(),
+            targets=len(tick.requests),
             resumed=len(found),
         )
-
-    async def _results_ends(self, request_ids: list[str]) -> dict[str, int]:
-        """Per request id, the end of its results partition now (where its results start)."""
-        tps = {
-            rid: TopicPartition(self._settings.results_topic, partition_for(rid, self._results))
-            for rid in request_ids
-        }
-        ends = await self._scanner.end_offsets(list(set(tps.values()))) if tps else {}
-        return {rid: ends[tp] for rid, tp in tps.items()}
 
     async def _record(self, tick: MonitorTick) -> None:
         await self._publisher.send_and_wait(
@@ -241,25 +250,12 @@ class MonitorScheduler:
         )
         self._book.ticks[tick.monitor_id] = tick
 
-    async def _present(self, planned: tuple[PlannedRequest, ...]) -> set[str]:
-        """Request ids of `planned` found in their partitions from `offset_before` on."""
-        wanted = {p.request_id.encode() for p in planned}
-        starts: dict[TopicPartition, int] = {}
-        for p in planned:
-            tp = TopicPartition(self._settings.requests_topic, p.partition)
-            starts[tp] = min(starts.get(tp, p.offset_before), p.offset_before)
-        self._scanner.assign(list(starts))
-        ends = await self._scanner.end_offsets(list(starts))
-        for tp, start in starts.items():
-            self._scanner.seek(tp, start)
-        found: set[str] = set()
-        pending = {tp for tp, start in starts.items() if ends[tp] > start}
-        async with asyncio.timeout(self._timeout_s):
-            while pending:
-                batch = await self._scanner.getmany(timeout_ms=200, max_records=SCAN_RECORDS)
-                for records in batch.values():
-                    found |= {r.key.decode() for r in records if r.key in wanted}
-                for tp in list(pending):
-                    if await self._scanner.position(tp) >= ends[tp]:
-                        pending.discard(tp)
-        return found
+
+def _rule(target: MonitorTarget) -> Adaptive | None:
+    spec = target.adaptive
+    if spec is None:
+        return None
+    return Adaptive(
+        minimum=timedelta(seconds=spec.min_interval_s),
+        maximum=timedelta(seconds=max(spec.min_interval_s, spec.max_interval_s)),
+    )

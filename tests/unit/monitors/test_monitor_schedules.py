@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from service.contracts import ChangeStatus, CrawlOptions, PageChange, PageResult
-from service.contracts_monitors import MonitorRecord, MonitorTarget, ScheduleSpec
+from service.contracts_monitors import MonitorRecord, MonitorTarget, PlannedRequest, ScheduleSpec
 from service.monitors import (
     Adaptive,
     Fire,
@@ -22,7 +22,8 @@ from service.monitors import (
     decide,
     summarise,
 )
-from service.monitors.ticks import Planned, missing
+from service.monitors.adaptive import plan_targets
+from service.monitors.ticks import missing
 
 
 def at(text: str) -> datetime:
@@ -170,8 +171,8 @@ def test_check_ids_are_deterministic_per_monitor_and_tick() -> None:
 def test_a_half_fired_tick_produces_only_its_missing_requests() -> None:
     """A successor that finds the intent produces what its partitions do not hold."""
     planned = (
-        Planned(request_id="c.0", partition=1, offset_before=10),
-        Planned(request_id="c.1", partition=2, offset_before=4),
+        PlannedRequest(request_id="c.0", partition=1, offset_before=10, target_id="t0"),
+        PlannedRequest(request_id="c.1", partition=2, offset_before=4, target_id="t1"),
     )
     assert missing(planned, {"c.0"}) == (planned[1],)
     assert missing(planned, {"c.0", "c.1"}) == ()
@@ -189,6 +190,51 @@ def test_adaptive_interval_halves_on_change_and_grows_by_half_otherwise() -> Non
     assert not Adaptive.due(at("2026-12-03T09:55"), timedelta(minutes=10), at("2026-12-03T10:00"))
     with pytest.raises(ValueError, match="minimum"):
         Adaptive(minimum=timedelta(hours=3), maximum=timedelta(hours=2))
+
+
+def test_adaptive_targets_are_checked_when_their_interval_has_passed() -> None:
+    """A plain target is in every tick; an adaptive one starts at its minimum, and its
+    interval adapts once per check read (grows after a quiet check, halves after a change)
+    before the tick decides whether it is due."""
+    rule = Adaptive(minimum=timedelta(minutes=10), maximum=timedelta(hours=1))
+    targets = [("plain", None), ("slow", rule)]
+    first = plan_targets(targets, tick=at("2026-12-03T10:00"), intervals={}, checked={}, changed={})
+    assert first.included == ("plain", "slow")
+    assert first.intervals == {"slow": 600}
+    quiet = plan_targets(
+        targets,
+        tick=at("2026-12-03T10:10"),
+        intervals=first.intervals,
+        checked=first.checked,
+        changed={"slow": False},
+    )
+    assert quiet.included == ("plain",)  # 15 minutes now, 10 passed
+    assert quiet.intervals == {"slow": 900}
+    later = plan_targets(
+        targets,
+        tick=at("2026-12-03T10:15"),
+        intervals=quiet.intervals,
+        checked=quiet.checked,
+        changed={},
+    )
+    assert later.included == ("plain", "slow")
+    assert later.checked == {"slow": at("2026-12-03T10:15")}
+    changed = plan_targets(
+        targets,
+        tick=at("2026-12-03T10:20"),
+        intervals=later.intervals,
+        checked=later.checked,
+        changed={"slow": True},
+    )
+    assert changed.intervals == {"slow": 600}
+    assert changed.included == ("plain",)
+
+
+def test_a_check_of_some_targets_keeps_each_targets_index() -> None:
+    tick = at("2026-12-03T10:05")
+    check = check_id("m1", tick)
+    [crawl] = check_requests(monitor(), check, trigger="scheduled", scheduled_for=tick, only={"t1"})
+    assert crawl.request_id == f"{check}.1"
 
 
 def monitor(**changes: object) -> MonitorRecord:
