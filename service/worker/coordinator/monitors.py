@@ -109,7 +109,10 @@ class MonitorScheduler:
         fresh = wanted - self._ready
         kept = self._topic_partitions(self._ready)
         new = self._topic_partitions(fresh)
+        positions = {tp: await self._reader.position(tp) for tp in kept}
         self._reader.assign(kept + new)
+        for tp, offset in positions.items():
+            self._reader.seek(tp, offset)  # a new assignment forgets every position
         if new:
             starts = await self._reader.beginning_offsets(new)
             for tp, offset in starts.items():
