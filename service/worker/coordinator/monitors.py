@@ -131,7 +131,8 @@ class MonitorScheduler:
                     self._book.monitor_record(tp.partition, record.key, record.value)
                 else:
                     self._book.tick_record(record.key, record.value)
-        for p in self._wanted - self._ready:
+        assigned = {tp.partition for tp in self._reader.assignment()}
+        for p in (assigned & self._wanted) - self._ready:
             tps = self._topic_partitions({p})
             positions = [await self._reader.position(tp) for tp in tps]
             if all(pos >= self._ends.get(tp, 0) for tp, pos in zip(tps, positions, strict=True)):
