@@ -18,7 +18,13 @@ On a generated site of `--pages` pages (a binary tree of links, every even page 
     with one page in ten edited in between; the false-change rate (pages only noise changed
     that were reported `changed`, target 0) and the edits found, read from the change feed.
 
-`--parts cache` runs (a) to (d), `--parts changes` only (e).
+(f) a monitor (`every 5 seconds`: CRAWL_MONITOR_MIN_INTERVAL is lowered to 1 s for this
+    bench only) over `--monitored` noisy pages: one page edited `--edits` times, each time
+    the delay from the edit to its `changed` record on the change feed (change-detection
+    latency: up to one interval plus one check), and the false-change rate over every check
+    after the first (`changed` records of pages never edited, target 0).
+
+`--parts cache` runs (a) to (d), `--parts changes` (e), `--parts monitor` (f).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from service.cache.records import CacheIndexRecord
 from service.cache.store import IndexSlot, KafkaCacheStore
 from service.contracts import ChangeTracking, CrawlOptions, CrawlRequest, CrawlSpec, dump_request
 from service.contracts_changes import ChangeRecord
+from service.contracts_monitors import MonitorRecord, MonitorTarget, ScheduleSpec
 from service.messaging.publisher import Publisher
 from service.messaging.topics import ensure_topics
 from service.settings import Settings
@@ -53,6 +60,9 @@ CHANGED_SHARE = 10
 LATENCY_SAMPLES = 15
 PARAGRAPHS = 20
 """Paragraphs of text on each page (about 2 KB)."""
+MONITOR_EVERY = "every 5 seconds"
+NOISY_OFFSET = 100_000
+"""The monitored pages are noisy pages apart from (e)'s."""
 URLS_PER_REQUEST = 100
 """The noisy corpus goes in requests of this many URLs (the default per-request ceiling)."""
 
@@ -149,6 +159,8 @@ class Bench:
             f"CRAWL_{name.upper().replace('.', '_')}_TOPIC": f"{prefix}.{name}" for name in names
         }
         extra["CRAWL_CHANGES_TOPIC"] = f"{prefix}.changes"
+        extra["CRAWL_MONITORS_TOPIC"] = f"{prefix}.monitors"
+        extra["CRAWL_MONITOR_MIN_INTERVAL"] = "1"  # (f) only: a 5 s schedule
         extra["CRAWL_CHANGE_HISTORY_TOPIC"] = f"{prefix}.changes.history"
         self.env = worker_env(
             bootstrap, prefix, site_port, CRAWL_FETCHER_GROUP_ID=f"{prefix}-f", **extra
@@ -167,6 +179,8 @@ class Bench:
             cache_bodies_topic=f"{prefix}.cache.bodies",
             changes_topic=f"{prefix}.changes",
             change_history_topic=f"{prefix}.changes.history",
+            monitors_topic=f"{prefix}.monitors",
+            group_id=f"{prefix}-group",
         )
         self.worker: asyncio.subprocess.Process | None = None
 
@@ -293,6 +307,86 @@ async def false_changes(bench: Bench, site: Site, base: str, pages: int) -> None
     )
 
 
+async def monitored(bench: Bench, site: Site, base: str, pages: int, edits: int) -> None:
+    """A monitor over noisy pages; edits of one page, timed to their change records."""
+    urls = [f"{base}/noisy/{n}" for n in range(NOISY_OFFSET, NOISY_OFFSET + pages)]
+    now = datetime.now(UTC)
+    record = MonitorRecord(
+        id=f"bench-{uuid.uuid4().hex[:8]}",
+        name="bench",
+        schedule=ScheduleSpec(text=MONITOR_EVERY),
+        targets=(
+            MonitorTarget(
+                id="t0", type="scrape", urls=tuple(urls), options=CrawlOptions(render=bench.render)
+            ),
+        ),  # type: ignore[arg-type]
+        tag="bench",
+        created_at=now,
+        updated_at=now,
+        schedule_since=now,
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=bench.bootstrap)
+    await producer.start()
+    try:
+        value = record.model_dump_json().encode()
+        await producer.send_and_wait(bench.settings.monitors_topic, value, key=record.id.encode())
+    finally:
+        await producer.stop()
+
+    def checks(feed: list[ChangeRecord]) -> set[str]:
+        return {r.request_id for r in feed if r.tag == "bench"}
+
+    async with asyncio.timeout(300):
+        while True:  # the first check: every page new
+            if checks(await bench.feed()):
+                break
+            await asyncio.sleep(0.5)
+    delays = []
+    target = urls[0]
+    for _ in range(edits):
+        seen = {(r.request_id, r.url) for r in await bench.feed()}
+        site.versions[-int(target.rsplit("/", 1)[1]) - 1] += 1
+        with Stopwatch() as watch:
+            await _changed_record(bench, target, seen)
+        delays.append(watch.seconds)
+    feed = [r for r in await bench.feed() if r.tag == "bench"]
+    false = [r for r in feed if r.status == "changed" and r.url != target]
+    runs = len(checks(feed)) - 1
+    print(
+        f"(f) a monitor every 5 s over {pages} noisy pages ({bench.render}), {edits} edits of "
+        f"one page: detection latency p50 {statistics.median(delays):.1f} s, max "
+        f"{max(delays):.1f} s; false changes {len(false)} in at least {runs * (pages - 1)} "
+        "checks of unedited pages (target 0)"
+    )
+    await _delete_monitor(bench, record.id)
+
+
+async def _changed_record(bench: Bench, url: str, seen: set[tuple[str, str]]) -> None:
+    """Return once the feed holds a new `changed` record of `url`."""
+
+    async def found() -> bool:
+        feed = await bench.feed()
+        return any(
+            r.url == url and r.status == "changed" and (r.request_id, r.url) not in seen
+            for r in feed
+        )
+
+    async with asyncio.timeout(300):
+        while True:
+            if await found():
+                return
+            await asyncio.sleep(0.2)
+
+
+async def _delete_monitor(bench: Bench, monitor_id: str) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bench.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(bench.settings.monitors_topic, None, key=monitor_id.encode())
+    finally:
+        await producer.stop()
+
+
 async def latency(bench: Bench, base: str) -> None:
     fresh = [await bench.run(bench.one(f"{base}/solo/{n}", 0)) for n in range(LATENCY_SAMPLES)]
     await bench.run(bench.one(f"{base}/solo/hit", 0))
@@ -376,7 +470,9 @@ async def main() -> None:
     parser.add_argument("--render", choices=("browser", "http"), default="browser")
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--noisy", type=int, default=500)
-    parser.add_argument("--parts", choices=("all", "cache", "changes"), default="all")
+    parser.add_argument("--monitored", type=int, default=20)
+    parser.add_argument("--edits", type=int, default=3)
+    parser.add_argument("--parts", choices=("all", "cache", "changes", "monitor"), default="all")
     args = parser.parse_args()
     (ROOT / ".bench").mkdir(exist_ok=True)
     site = Site(args.pages)
@@ -397,6 +493,8 @@ async def main() -> None:
                     await rebuild(bench, args.entries)
                 if args.parts in {"all", "changes"}:
                     await false_changes(bench, site, base, args.noisy)
+                if args.parts in {"all", "monitor"}:
+                    await monitored(bench, site, base, args.monitored, args.edits)
             finally:
                 await bench.stop()
     finally:

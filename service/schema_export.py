@@ -24,6 +24,7 @@ from service.contracts import (
     schema_of,
 )
 from service.contracts_changes import ChangeRecord
+from service.contracts_monitors import MonitorRecord
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -71,6 +72,14 @@ _CHANGES_NOTE = (
     "One ChangeRecord per tracked page (CrawlOptions.change_tracking) that is new, changed or "
     "removed since its previous observation under its tag, keyed by the page's URL; never for "
     "a page that is the same. Written at least once."
+)
+
+
+_MONITORS_NOTE = (
+    "Compacted, keyed by monitor id, with the partitions of the requests topic: one "
+    "MonitorRecord per monitor (a schedule and its targets); a null value (tombstone) deletes "
+    "it. The coordinator owning requests partition p fires the monitors of partition p, each "
+    "tick once, as one CrawlRequest per target (docs/monitors.md)."
 )
 
 
@@ -139,6 +148,14 @@ def asyncapi_document(settings: Settings) -> dict[str, Any]:
     async def changes(message: ChangeRecord) -> None:
         """A consumer of changes: one record per page that is new, changed or removed."""
 
+    @broker.subscriber(
+        settings.monitors_topic,
+        title="crawl-monitors",
+        description=_MONITORS_NOTE,
+    )
+    async def monitors(message: MonitorRecord) -> None:
+        """The coordinators: each fires the monitors of the requests partitions it owns."""
+
     spec = AsyncAPI(
         broker, title="Crawlstream", version="1", description="Kafka-native crawl microservice."
     )
@@ -151,7 +168,9 @@ def rendered_files() -> dict[str, str]:
     settings = Settings.model_construct()
     files = {
         f"{name}.schema.json": _json(schema_of(model))
-        for name, model in (MESSAGE_MODELS | {"ChangeRecord": ChangeRecord}).items()
+        for name, model in (
+            MESSAGE_MODELS | {"ChangeRecord": ChangeRecord, "MonitorRecord": MonitorRecord}
+        ).items()
     }
     files["asyncapi.json"] = _json(asyncapi_document(settings))
     return files

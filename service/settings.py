@@ -166,6 +166,17 @@ class Settings(BaseSettings):
     """How long a tracked page's last observation is kept (`retention.ms` of the history
     topic when the worker creates it), apart from the page cache's `CRAWL_CACHE_RETENTION`: a
     page tracked again after longer is `new`."""
+    monitors_topic: str = "crawl.monitors"
+    """Compacted topic of monitors (a schedule and its targets), keyed by monitor id, with the
+    partitions of the requests topic: the coordinator owning requests partition p fires the
+    monitors of partition p (see docs/monitors.md)."""
+    monitor_ticks_topic: str = "crawl.monitor.ticks"
+    """Compacted topic of each monitor's last fired tick, co-partitioned with the monitors
+    topic: the next owner of a monitor knows what was fired. Default: `crawl.monitor.ticks`,
+    or `crawl.<CRAWL_GROUP_ID>.monitor.ticks`."""
+    monitor_min_interval: Seconds = Field(default=timedelta(seconds=60), gt=timedelta(0))
+    """The shortest time between two ticks of a monitor's schedule: a schedule that ticks
+    more often is refused (`every N seconds` schedules exist only below 60 s)."""
     cache_scope: Literal["shared", "tenant"] = "shared"
     """`shared`: one entry per page variant answers every request eligible for it; `tenant`:
     entries are kept apart per gateway tenant (and per Kafka producer's request metadata
@@ -494,6 +505,7 @@ def deployment_names(group: str) -> dict[str, str]:
         "hosts_topic": f"{prefix}.hosts",
         "cache_index_topic": f"{prefix}.cache.index",
         "cache_bodies_topic": f"{prefix}.cache.bodies",
+        "monitor_ticks_topic": f"{prefix}.monitor.ticks",
         "fetcher_group_id": f"{group}-fetchers",
         "webhook_group_id": f"{group}-webhooks",
     }

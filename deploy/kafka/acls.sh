@@ -10,7 +10,7 @@
 #
 # GROUP is the deployment's CRAWL_GROUP_ID: the internal topics and groups follow from it
 # (docs/tenancy.md). Topic names below are the defaults; set REQUESTS, RESULTS, PROGRESS,
-# CONTROL, DEAD_LETTER when the deployment names its own. DRY_RUN=1 prints the commands.
+# CONTROL, DEAD_LETTER, MONITORS when the deployment names its own. DRY_RUN=1 prints the commands.
 set -euo pipefail
 
 : "${BOOTSTRAP:?broker address, e.g. broker:9093}"
@@ -23,11 +23,13 @@ RESULTS="${RESULTS:-crawl.results}"
 PROGRESS="${PROGRESS:-crawl.progress}"
 CONTROL="${CONTROL:-crawl.control}"
 DEAD_LETTER="${DEAD_LETTER:-crawl.dead-letter}"
+MONITORS="${MONITORS:-crawl.monitors}"
 KAFKA_ACLS="${KAFKA_ACLS:-kafka-acls.sh}"
 
 if [[ "$GROUP" == "crawlstream" ]]; then
   INTERNAL="crawl."          # crawl.pages, crawl.frontier, crawl.hosts, crawl.cache.*
-  INTERNAL_TOPICS=(crawl.pages crawl.frontier crawl.hosts crawl.cache.index crawl.cache.bodies)
+  INTERNAL_TOPICS=(crawl.pages crawl.frontier crawl.hosts crawl.cache.index crawl.cache.bodies
+    crawl.monitor.ticks)
 else
   INTERNAL="crawl.${GROUP}."  # crawl.<group>.pages, ...
   INTERNAL_TOPICS=()
@@ -44,6 +46,9 @@ acl() {
 # write, create) and their groups (coordinators, fetchers).
 acl --allow-principal "$WORKER" --operation Read --operation Describe --topic "$REQUESTS"
 acl --allow-principal "$WORKER" --operation Read --operation Describe --topic "$CONTROL"
+acl --allow-principal "$WORKER" --operation Read --operation Describe --topic "$MONITORS"
+# a monitor's tick is a request the coordinator owning the monitor produces
+acl --allow-principal "$WORKER" --operation Write --topic "$REQUESTS"
 for topic in "$RESULTS" "$PROGRESS" "$DEAD_LETTER"; do
   acl --allow-principal "$WORKER" --operation Write --operation Describe --topic "$topic"
 done
@@ -62,10 +67,10 @@ acl --allow-principal "$WORKER" --operation IdempotentWrite --cluster
 # Producers: write requests and cancels, read what comes back. Nothing on the internal
 # topics: a producer that could write crawl.pages could put forged results in any request's
 # stream (the workers also check each internal record's tag, CRAWL_CLUSTER_SECRET).
-for topic in "$REQUESTS" "$CONTROL"; do
+for topic in "$REQUESTS" "$CONTROL" "$MONITORS"; do
   acl --allow-principal "$PRODUCER" --operation Write --operation Describe --topic "$topic"
 done
-for topic in "$RESULTS" "$PROGRESS"; do
+for topic in "$RESULTS" "$PROGRESS" "$MONITORS"; do
   acl --allow-principal "$PRODUCER" --operation Read --operation Describe --topic "$topic"
 done
 acl --allow-principal "$PRODUCER" --operation IdempotentWrite --cluster
@@ -73,10 +78,10 @@ acl --allow-principal "$PRODUCER" --operation IdempotentWrite --cluster
 # The gateway submits and follows jobs like a producer, and reads the frontier for `map`
 # (it checks the records' tags too: give it the workers' CRAWL_CLUSTER_SECRET).
 if [[ -n "$GATEWAY" ]]; then
-  for topic in "$REQUESTS" "$CONTROL"; do
+  for topic in "$REQUESTS" "$CONTROL" "$MONITORS"; do
     acl --allow-principal "$GATEWAY" --operation Write --operation Describe --topic "$topic"
   done
-  for topic in "$RESULTS" "$PROGRESS" "${INTERNAL}frontier"; do
+  for topic in "$RESULTS" "$PROGRESS" "$MONITORS" "$REQUESTS" "${INTERNAL}frontier"; do
     acl --allow-principal "$GATEWAY" --operation Read --operation Describe --topic "$topic"
   done
   acl --allow-principal "$GATEWAY" --operation IdempotentWrite --cluster

@@ -51,6 +51,12 @@ async def run_webhooks(_: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def run_monitor(args: argparse.Namespace, settings: Settings) -> int:
+    from service.cli.monitors import run_monitor as monitor  # noqa: PLC0415
+
+    return await monitor(args, settings)
+
+
 async def run_cache(args: argparse.Namespace, settings: Settings) -> int:
     from service.cache.purge import Purge, purge  # noqa: PLC0415
 

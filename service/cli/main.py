@@ -1,5 +1,5 @@
 """`crawlstream` sub-commands: worker, gateway, mcp, webhooks, broker, topics, submit, cancel,
-status, follow, demo, schemas, settings, dead-letter."""
+status, follow, demo, schemas, settings, dead-letter, monitor."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from aiokafka.errors import KafkaError
 
+from service.cli.monitor_args import add_monitor
 from service.contracts import Format
 from service.errors import ConfigurationError, CrawlstreamError
 from service.logs import configure_logging
@@ -79,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     partition.add_argument("key", metavar="REQUEST_ID")
     _add_cache(commands)
     _add_dead_letter(commands)
+    add_monitor(commands)
     return parser
 
 

@@ -26,8 +26,11 @@ from service.gateway.maplinks import map_links
 from service.gateway.mapping import Limits
 from service.gateway.marker_auth import marker_secret, sealed
 from service.gateway.metrics import GatewayMetrics
+from service.gateway.monitor_service import MonitorDesk
+from service.gateway.monitor_view import MonitorView
 from service.gateway.results import Page, ResultReader
 from service.gateway.view_reader import ViewReader
+from service.monitors.writer import MonitorWriter
 from service.net.policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
 from service.webhooks.targets import Sealer
 
@@ -83,7 +86,11 @@ class Gateway:
         cannot both pass a limit the first one fills."""
         self._stack = AsyncExitStack()
         self._client = CrawlClient(settings)
-        self._reader = ViewReader(settings, self.view)
+        self.monitors = MonitorView()
+        """Monitors and their checks (`monitor_service.py` answers for them)."""
+        self.monitor_writer = MonitorWriter(settings)
+        self._reader = ViewReader(settings, self.view, self.monitors)
+        self.desk = MonitorDesk(self)
         failures = (metrics or GatewayMetrics()).reader_failures
         self._results = ResultReader(settings, on_failure=failures.inc)
 
@@ -92,11 +99,27 @@ class Gateway:
             await stack.enter_async_context(self._client)
             await stack.enter_async_context(self._reader)
             await stack.enter_async_context(self._results)
+            await stack.enter_async_context(self.monitor_writer)
             self._stack = stack.pop_all()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self._stack.aclose()
+
+    @property
+    def client(self) -> CrawlClient:
+        return self._client
+
+    @property
+    def results(self) -> ResultReader:
+        return self._results
+
+    async def caught_up(self) -> None:
+        """Every topic the view reads, read up to its end as it is now."""
+        await self._reader.caught_up_all()
+
+    async def check_webhook(self, webhook: WebhookConfig) -> None:
+        await self._check_webhook(webhook)
 
     def max_concurrency(self, tenant: str) -> int:
         """The tenant's limit of jobs at once (without one: the cluster's in-flight limit)."""

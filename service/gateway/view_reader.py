@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Self
 
 import structlog
@@ -19,6 +20,7 @@ from service.backoff import backoff_s
 from service.contracts import ProgressEvent
 from service.errors import BrokerUnavailableError
 from service.gateway.jobs import JobMarker, JobView
+from service.gateway.monitor_view import MonitorView
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 
@@ -48,9 +50,13 @@ question a replica that cannot serve would stay `live` (and `/readyz` 200)."""
 class ViewReader:
     """Tails the requests and progress topics into a `JobView`; an async context manager."""
 
-    def __init__(self, settings: Settings, view: JobView) -> None:
+    def __init__(
+        self, settings: Settings, view: JobView, monitors: MonitorView | None = None
+    ) -> None:
         self._settings = settings
         self.view = view
+        self.monitors = monitors or MonitorView()
+        """Monitors and their checks (the monitors topic is read too)."""
         self._consumer = AIOKafkaConsumer(
             **client_options(settings),
             enable_auto_commit=False,
@@ -121,10 +127,13 @@ class ViewReader:
         settings = self._settings
         requests = sorted(await partitions_of(settings, settings.requests_topic))
         progress = sorted(await partitions_of(settings, settings.progress_topic))
+        monitors = sorted(await partitions_of(settings, settings.monitors_topic))
         self._request_partitions = requests
-        assigned = [TopicPartition(settings.requests_topic, p) for p in requests] + [
-            TopicPartition(settings.progress_topic, p) for p in progress
-        ]
+        assigned = (
+            [TopicPartition(settings.requests_topic, p) for p in requests]
+            + [TopicPartition(settings.progress_topic, p) for p in progress]
+            + [TopicPartition(settings.monitors_topic, p) for p in monitors]
+        )
         self._consumer.assign(assigned)
         starts = await self._consumer.beginning_offsets(assigned)
         for tp, offset in starts.items():
@@ -173,12 +182,19 @@ class ViewReader:
 
     def _fold(self, record: ConsumerRecord[bytes, bytes]) -> None:
         try:
+            if record.topic == self._settings.monitors_topic:
+                self.monitors.monitor_record(record.key, record.value)
+                return
             if record.topic == self._settings.progress_topic:
-                self.view.progressed(ProgressEvent.model_validate_json(record.value))
+                event = ProgressEvent.model_validate_json(record.value)
+                self.view.progressed(event)
+                self.monitors.progressed(event)
                 return
             request = json.loads(record.value)
             request_id = str(request["request_id"])
             metadata = request.get("metadata") or {}
+            at = datetime.fromtimestamp(record.timestamp / 1000, UTC)
+            self.monitors.request(request_id, metadata, at)
             marker = JobMarker.authentic(self.view.secret, request_id, metadata)
             if marker is not None:
                 self.view.submitted(request_id, marker)

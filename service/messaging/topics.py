@@ -52,6 +52,8 @@ def wanted_topics(settings: Settings) -> dict[str, int]:
         | dict.fromkeys(outputs, settings.output_partitions)
         | {
             settings.frontier_topic: settings.requests_partitions,  # co-partitioned
+            settings.monitors_topic: settings.requests_partitions,
+            settings.monitor_ticks_topic: settings.requests_partitions,
             settings.pages_topic: settings.page_partitions,
             settings.cache_index_topic: settings.page_partitions,  # co-partitioned
             settings.cache_bodies_topic: settings.page_partitions,
@@ -75,6 +77,15 @@ def check_copartitioned(settings: Settings, counts: dict[str, int]) -> None:
             f"Recreate {settings.frontier_topic} with {requests} partitions "
             f"(`crawlstream topics create` makes them equal), or add partitions to it."
         )
+    for monitors in (settings.monitors_topic, settings.monitor_ticks_topic):
+        count = counts.get(monitors)
+        if requests is not None and count is not None and requests != count:
+            raise ConfigurationError(
+                f"topic {monitors} has {count} partitions and {settings.requests_topic} has "
+                f"{requests}: they must be equal, because the coordinator owning requests "
+                f"partition p fires the monitors of partition p. Recreate {monitors} with "
+                f"{requests} partitions."
+            )
     pages = counts.get(settings.pages_topic)
     beside_pages = (
         settings.cache_index_topic,
@@ -103,7 +114,7 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     """Configs of a topic the service creates: the control topic is compacted (one record per
     request_id is all a reader needs); the frontier keeps its records `CRAWL_FRONTIER_RETENTION`."""
     configs = {"max.message.bytes": str(settings.max_message_bytes + 4096)}
-    if name == settings.control_topic:
+    if name in {settings.control_topic, settings.monitors_topic, settings.monitor_ticks_topic}:
         configs["cleanup.policy"] = "compact"
     if name == settings.hosts_topic:
         # Compacted, but a record stays at least a day: long enough for a reader that sees
@@ -147,7 +158,11 @@ async def ensure_topics(settings: Settings) -> list[str]:
 def _partners(settings: Settings) -> dict[str, tuple[str, ...]]:
     """Topic -> the topics that must have its partition count (`check_copartitioned`)."""
     return {
-        settings.requests_topic: (settings.frontier_topic,),
+        settings.requests_topic: (
+            settings.frontier_topic,
+            settings.monitors_topic,
+            settings.monitor_ticks_topic,
+        ),
         settings.pages_topic: (settings.cache_index_topic, settings.cache_bodies_topic),
     }
 

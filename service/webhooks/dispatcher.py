@@ -22,6 +22,8 @@ from service.gateway.marker_auth import marker_secret
 from service.gateway.options import ScrapeChoices
 from service.health import HealthServer
 from service.messaging.kafka_config import client_options
+from service.monitors.summary import summarise
+from service.webhooks import monitor_events
 from service.webhooks.delivery import Deliverer
 from service.webhooks.lanes import Lanes, Work
 from service.webhooks.ledger import PartitionLedger
@@ -36,9 +38,13 @@ if TYPE_CHECKING:
     from aiokafka.structs import ConsumerRecord
 
     from service.contracts import ProgressEvent
+    from service.contracts_monitors import MonitorCheckMarker
+    from service.contracts_webhook import Hook
     from service.gateway.jobs import JobMarker
     from service.settings import Settings
+    from service.webhooks.payloads import WebhookEvent
     from service.webhooks.records import Planned
+    from service.webhooks.targets import Target
 
 log = structlog.get_logger(__name__)
 
@@ -152,7 +158,9 @@ class Dispatcher:
     async def _deliver(self, planned: Planned) -> None:
         """In the receiver's lane: the event's document (a page), the delivery, the count."""
         event, hook, target, marker = planned.event, planned.hook, planned.target, planned.marker
-        if hook is not None:
+        if hook is not None and planned.check is not None:
+            await self._send(target, await self._monitor_event(planned, planned.check, hook))
+        elif hook is not None:
             data = await self._data(event, marker) if hook == "page" else []
             prefix = "batch_scrape" if marker is not None and marker.kind == "batch" else "crawl"
             delivered = await self._deliverer.deliver(
@@ -163,6 +171,28 @@ class Dispatcher:
             self.metrics.events.labels("delivered" if delivered else "dropped").inc()
         if event.is_terminal:
             self._results.forget(event.request_id)
+
+    async def _send(self, target: Target, event: WebhookEvent) -> None:
+        delivered = await self._deliverer.deliver(
+            target, event, secret=self._signing.secret_for(target)
+        )
+        self.metrics.events.labels("delivered" if delivered else "dropped").inc()
+
+    async def _monitor_event(
+        self, planned: Planned, check: MonitorCheckMarker, hook: Hook
+    ) -> WebhookEvent:
+        """`monitor.page` with the page's result, or `monitor.check.completed` with the
+        summary of every result of the target's request."""
+        event, target = planned.event, planned.target
+        if hook == "page":
+            try:
+                result = await self._results.find(event, None, start=check.results_offset)
+            except TimeoutError:
+                log.warning("webhooks.result_missing", request_id=event.request_id)
+                result = None
+            return monitor_events.page_event(event, check, result, target)
+        results = await self._results.scan(event.request_id, check.results_offset)
+        return monitor_events.check_event(event, check, summarise(results), target)
 
     def _expired(self, event: ProgressEvent) -> None:
         if event.is_terminal:

@@ -14,6 +14,7 @@ from service.contracts import ProgressEvent, utc_now
 from service.contracts_webhook import WebhookConfig
 from service.gateway.jobs import MARKER_KEY, JobMarker
 from service.webhooks.metrics import SkipReason
+from service.webhooks.monitor_events import marker_of, monitor_hook
 from service.webhooks.payloads import hook_of
 from service.webhooks.targets import TargetError
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection
     from datetime import timedelta
 
+    from service.contracts_monitors import MonitorCheckMarker
     from service.contracts_webhook import Hook
     from service.webhooks.metrics import WebhookMetrics
     from service.webhooks.targets import Sealer, Target
@@ -49,6 +51,8 @@ class Planned:
     hook: Hook | None
     target: Target
     marker: JobMarker | None
+    check: MonitorCheckMarker | None = None
+    """The monitor check the event's request is (its events are `monitor.*`)."""
 
 
 class _Skip(Exception):  # noqa: N818 - a verdict, not a failure
@@ -114,7 +118,9 @@ class Records:
             self._metrics.events.labels("expired").inc()
             self._expired(event)
             return None
-        return Planned(event=event, hook=hook_of(event, target), target=target, marker=marker)
+        check = marker_of(event)
+        asked = hook_of(event, target) if check is None else monitor_hook(event, target)
+        return Planned(event=event, hook=asked, target=target, marker=marker, check=check)
 
     def _marker(self, event: ProgressEvent) -> JobMarker | None:
         if event.request_metadata.get(MARKER_KEY) is None:

@@ -4,6 +4,7 @@ webhook."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 from typing import TYPE_CHECKING, Final
 
@@ -68,7 +69,9 @@ class Results:
         self._taken.pop(job_id, None)
         self._chunks.pop(job_id, None)
 
-    async def find(self, event: ProgressEvent, marker: JobMarker | None) -> PageResult:
+    async def find(
+        self, event: ProgressEvent, marker: JobMarker | None, *, start: int | None = None
+    ) -> PageResult:
         """The result of a page event; TimeoutError when it cannot be read in time."""
         async with asyncio.timeout(self._settings.kafka_timeout.total_seconds()):
             found = self._found.setdefault(event.request_id, {})
@@ -79,7 +82,9 @@ class Results:
             if again or event.request_id not in self._positions:
                 # a repeated event reads the job's results again from where they begin
                 async with self._lock:
-                    self._positions[event.request_id] = await self._start(tp, event, marker)
+                    self._positions[event.request_id] = (
+                        start if start is not None else await self._start(tp, event, marker)
+                    )
             while result_id not in found:
                 # the lock is held one read at a time: a long search of one job (a result
                 # that never comes) lets the other receivers' lookups take turns with it
@@ -87,6 +92,26 @@ class Results:
                     await self._read(tp, event.request_id, found, result_id, taken)
             taken.add(result_id)
             return found.pop(result_id)
+
+    async def scan(self, job_id: str, start: int) -> list[PageResult]:
+        """Every result of `job_id` from `start` to its partition's end now (a check's
+        summary); TimeoutError when they cannot be read in time."""
+        tp = self._partition(job_id, None)
+        chunks, key, results = Reassembler(), job_id.encode(), []
+        async with asyncio.timeout(self._settings.kafka_timeout.total_seconds()), self._lock:
+            self._consumer.assign([tp])
+            end = (await self._consumer.end_offsets([tp]))[tp]
+            self._consumer.seek(tp, start)
+            while await self._consumer.position(tp) < end:
+                batch = await self._consumer.getmany(tp, timeout_ms=POLL_TIMEOUT_MS)
+                for record in batch.get(tp, []):
+                    if record.key != key or record.offset >= end:
+                        continue
+                    with contextlib.suppress(ValidationError, ValueError):
+                        whole = chunks.add(record.value, list(record.headers))
+                        if whole is not None:
+                            results.append(PageResult.model_validate_json(whole))
+        return results
 
     def _partition(self, job_id: str, marker: JobMarker | None) -> TopicPartition:
         topic = self._settings.results_topic

@@ -29,6 +29,7 @@ from service.net.policy import UrlPolicy
 from service.paths import BrowserPath, PageRenderer, RunContexts
 from service.worker.consumers import pages_spec, requests_spec
 from service.worker.coordinator.deps import CoordinatorDeps
+from service.worker.coordinator.monitors import MonitorScheduler
 from service.worker.coordinator.page_keys import page_key
 from service.worker.coordinator.placement import Hashed, HostDirectory
 from service.worker.coordinator.records import Coordinator
@@ -39,6 +40,8 @@ from service.worker.fetcher.scheduler import PageScheduler, SlotLimits
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from aiokafka import TopicPartition
 
     from service.contracts import PageTask
     from service.control import Cancel
@@ -63,6 +66,8 @@ class Worker:
         self._fetcher_handler: Fetcher | None = None
         """The fetcher, closed when the worker stops (its local pages' records written, its
         run contexts handed back)."""
+        self._requests: RecordConsumer | None = None
+        """The coordinator's consumer: the monitors of a partition fire where it is owned."""
         self._stop_requested = asyncio.Event()
         self._active = ActiveRuns()
         self._seal = Seal.from_settings(settings)
@@ -137,14 +142,19 @@ class Worker:
                     sitemaps=robots_source,
                     local=lane,
                 )
-                spec = requests_spec(
-                    settings,
-                    self._metrics,
-                    on_assigned=lambda tps: tail.follow({tp.partition for tp in tps}),
+                monitors = await stack.enter_async_context(
+                    MonitorScheduler(settings, publisher, self._owns_request_partition, counts)
                 )
+
+                async def assigned(tps: set[TopicPartition]) -> None:
+                    await tail.follow({tp.partition for tp in tps})
+                    await monitors.follow({tp.partition for tp in tps})
+
+                spec = requests_spec(settings, self._metrics, on_assigned=assigned)
                 coordinator = Coordinator(deps, self._active)
                 requests = RecordConsumer(settings, coordinator.handle, self._metrics, spec=spec)
                 coordinator.relieve_through(requests)
+                self._requests = requests
                 self._consumers.insert(0, requests)
             await stack.enter_async_context(
                 HealthServer(self._metrics, settings.metrics_port, self._readiness)
@@ -311,6 +321,9 @@ class Worker:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
+
+    def _owns_request_partition(self, partition: int) -> bool:
+        return self._requests is not None and self._requests.owns(partition)
 
     async def _readiness(self) -> dict[str, bool]:
         consumer = self._consumers[0] if self._consumers else None

@@ -118,6 +118,14 @@ class Topics:
     def change_crawls(self) -> str:
         return f"{self.prefix}.changes.crawls"
 
+    @property
+    def monitors(self) -> str:
+        return f"{self.prefix}.monitors"
+
+    @property
+    def monitor_ticks(self) -> str:
+        return f"{self.prefix}.monitor.ticks"
+
     def env(self, **overrides: str) -> dict[str, str]:
         base = {
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
@@ -134,6 +142,8 @@ class Topics:
             "CRAWL_CHANGES_TOPIC": self.changes,
             "CRAWL_CHANGE_HISTORY_TOPIC": self.change_history,
             "CRAWL_CHANGE_CRAWLS_TOPIC": self.change_crawls,
+            "CRAWL_MONITORS_TOPIC": self.monitors,
+            "CRAWL_MONITOR_TICKS_TOPIC": self.monitor_ticks,
             "CRAWL_GROUP_ID": f"{self.prefix}-group",
             "CRAWL_FETCHER_GROUP_ID": f"{self.prefix}-fetchers",
             "CRAWL_PAGE_PARTITIONS": "4",
@@ -162,6 +172,8 @@ class Topics:
             "changes_topic": self.changes,
             "change_history_topic": self.change_history,
             "change_crawls_topic": self.change_crawls,
+            "monitors_topic": self.monitors,
+            "monitor_ticks_topic": self.monitor_ticks,
             "group_id": env["CRAWL_GROUP_ID"],
             "fetcher_group_id": env["CRAWL_FETCHER_GROUP_ID"],
             "page_partitions": 4,

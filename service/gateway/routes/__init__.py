@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.gateway.routes import jobs, misc, scrape, site_map, watch
+from service.gateway.routes import jobs, misc, monitors, scrape, site_map, watch
 
 ROUTERS = (
     scrape.router,
@@ -10,6 +10,7 @@ ROUTERS = (
     watch.router,
     jobs.batch_router,
     site_map.router,
+    monitors.router,
     misc.router,
 )
 """Every router, in the order the OpenAPI document lists them."""

@@ -75,7 +75,9 @@ def replica(
     """A gateway whose Kafka client, view reader and result reader are the fakes."""
     client = FakeClient(topic, delay_s)
     monkeypatch.setattr(service, "CrawlClient", lambda _settings: client)
-    monkeypatch.setattr(service, "ViewReader", lambda _settings, view: FakeReader(topic, view))
+    monkeypatch.setattr(
+        service, "ViewReader", lambda _settings, view, _monitors=None: FakeReader(topic, view)
+    )
     monkeypatch.setattr(service, "ResultReader", lambda _settings, on_failure: None)  # noqa: ARG005
     return Gateway(settings), client
 

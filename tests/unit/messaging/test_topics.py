@@ -36,7 +36,8 @@ def test_the_readmes_example_differs_from_librdkafkas_default():
 
 
 def test_wanted_topics_lists_the_requests_topic_first_with_the_configured_counts():
-    """Requests and the frontier (co-partitioned with them) with CRAWL_REQUESTS_PARTITIONS,
+    """Requests, the frontier and the monitors topics (co-partitioned with them) with
+    CRAWL_REQUESTS_PARTITIONS,
     the outputs and the change topics with CRAWL_OUTPUT_PARTITIONS, the pages, the page cache
     and the change history (co-partitioned with them) with CRAWL_PAGE_PARTITIONS, the host
     directory in one partition (its order decides placements)."""
@@ -50,6 +51,8 @@ def test_wanted_topics_lists_the_requests_topic_first_with_the_configured_counts
         "crawl.changes": 5,
         "crawl.changes.crawls": 5,
         "crawl.frontier": 3,
+        "crawl.monitors": 3,
+        "crawl.monitor.ticks": 3,
         "crawl.pages": 7,
         "crawl.cache.index": 7,
         "crawl.cache.bodies": 7,

@@ -1,0 +1,137 @@
+"""The gateway's view of monitors and their checks, folded from the monitors topic (records,
+tombstones), the requests topic (check requests, by their `metadata.monitor` marker) and the
+progress topic (their runs' events). Pure: `view_reader.py` feeds it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import ValidationError
+
+from service.contracts import EventType
+from service.contracts_monitors import METADATA_KEY, MonitorCheckMarker, MonitorRecord
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from service.contracts import ProgressEvent
+
+CheckState = Literal["queued", "running", "completed", "failed", "partial"]
+
+
+@dataclass(slots=True, kw_only=True)
+class CheckRequest:
+    """One target's request of a check: where its results start and how its run ends."""
+
+    request_id: str
+    target_id: str
+    results_offset: int
+    state: Literal["queued", "running", "completed", "failed"] = "queued"
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class Check:
+    """A check of a monitor: its requests (one per target) as far as they are known."""
+
+    id: str
+    monitor_id: str
+    trigger: Literal["scheduled", "manual"]
+    scheduled_for: datetime | None
+    created_at: datetime
+    requests: dict[str, CheckRequest] = field(default_factory=dict)
+
+    @property
+    def state(self) -> CheckState:
+        states = {request.state for request in self.requests.values()}
+        if not states or states == {"queued"}:
+            return "queued"
+        if states <= {"completed", "failed"}:
+            if states == {"completed"}:
+                return "completed"
+            return "failed" if states == {"failed"} else "partial"
+        return "running"
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in {"completed", "failed", "partial"}
+
+    @property
+    def started_at(self) -> datetime | None:
+        return min((r.started_at for r in self.requests.values() if r.started_at), default=None)
+
+    @property
+    def finished_at(self) -> datetime | None:
+        if not self.terminal:
+            return None
+        return max((r.finished_at for r in self.requests.values() if r.finished_at), default=None)
+
+
+@dataclass(slots=True)
+class MonitorView:
+    monitors: dict[str, MonitorRecord] = field(default_factory=dict)
+    checks: dict[str, Check] = field(default_factory=dict)
+    _by_request: dict[str, str] = field(default_factory=dict)
+
+    def monitor_record(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            return
+        if value is None:
+            self.monitors.pop(key.decode(errors="replace"), None)
+            return
+        try:
+            record = MonitorRecord.model_validate_json(value)
+        except ValidationError:
+            return
+        self.monitors[record.id] = record
+
+    def request(self, request_id: str, metadata: dict[str, Any], at: datetime) -> None:
+        """A request read from the requests topic: a check's when it carries a marker."""
+        raw = metadata.get(METADATA_KEY)
+        if not isinstance(raw, dict):
+            return
+        try:
+            marker = MonitorCheckMarker.model_validate(raw)
+        except ValidationError:
+            return
+        check = self.checks.setdefault(
+            marker.check_id,
+            Check(
+                id=marker.check_id,
+                monitor_id=marker.monitor_id,
+                trigger=marker.trigger,
+                scheduled_for=marker.scheduled_for,
+                created_at=at,
+            ),
+        )
+        if check.monitor_id != marker.monitor_id or request_id in check.requests:
+            return  # another monitor's marker, or a redelivered copy
+        check.requests[request_id] = CheckRequest(
+            request_id=request_id, target_id=marker.target_id, results_offset=marker.results_offset
+        )
+        self._by_request[request_id] = check.id
+
+    def progressed(self, event: ProgressEvent) -> None:
+        check_id = self._by_request.get(event.request_id)
+        if check_id is None:
+            return
+        request = self.checks[check_id].requests[event.request_id]
+        if event.type == EventType.ACCEPTED and request.state == "queued":
+            request.state, request.started_at = "running", event.at
+        elif event.is_terminal:
+            request.state = "completed" if event.type == EventType.COMPLETED else "failed"
+            request.finished_at = event.at
+            request.started_at = request.started_at or event.at
+
+    def of_tenant(self, tenant: str | None, *, open_gateway: bool) -> list[MonitorRecord]:
+        return sorted(
+            (m for m in self.monitors.values() if open_gateway or m.tenant == tenant),
+            key=lambda m: (m.created_at, m.id),
+        )
+
+    def checks_of(self, monitor_id: str) -> list[Check]:
+        """The monitor's checks, newest first."""
+        found = [check for check in self.checks.values() if check.monitor_id == monitor_id]
+        return sorted(found, key=lambda c: c.created_at, reverse=True)

@@ -1,0 +1,83 @@
+"""What a coordinator knows of the monitors of the partitions it owns: their records and their
+last fired ticks, folded from the two compacted topics. Pure (the scheduler feeds it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import structlog
+from pydantic import ValidationError
+
+from service.contracts_monitors import MonitorRecord, MonitorTick
+from service.monitors.schedule import Schedule, ScheduleError
+
+if TYPE_CHECKING:
+    from datetime import timedelta
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Known:
+    """A monitor that can be scheduled, and the partition it lives on."""
+
+    record: MonitorRecord
+    schedule: Schedule
+    partition: int
+
+
+@dataclass(slots=True)
+class MonitorBook:
+    """Monitors and ticks by monitor id; a record that cannot be used is logged and left out
+    (its monitor does not fire) without stopping the others."""
+
+    min_interval: timedelta
+    monitors: dict[str, Known] = field(default_factory=dict)
+    ticks: dict[str, MonitorTick] = field(default_factory=dict)
+
+    def monitor_record(self, partition: int, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            return
+        monitor_id = key.decode(errors="replace")
+        if value is None:
+            self.monitors.pop(monitor_id, None)  # a tombstone: deleted
+            return
+        try:
+            record = MonitorRecord.model_validate_json(value)
+            schedule = Schedule.of(
+                cron=record.schedule.cron,
+                text=record.schedule.text,
+                timezone=record.schedule.timezone,
+            )
+            schedule.check_interval(self.min_interval.total_seconds(), record.created_at)
+        except (ValidationError, ScheduleError, ValueError) as exc:
+            log.warning("monitor.unusable", monitor_id=monitor_id, error=str(exc)[:500])
+            self.monitors.pop(monitor_id, None)
+            return
+        self.monitors[monitor_id] = Known(record=record, schedule=schedule, partition=partition)
+
+    def tick_record(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None or value is None:
+            return
+        try:
+            tick = MonitorTick.model_validate_json(value)
+        except ValidationError:
+            log.warning("monitor.tick_unusable", monitor_id=key.decode(errors="replace"))
+            return
+        current = self.ticks.get(tick.monitor_id)
+        if current is None or (tick.scheduled_for, tick.produced) >= (
+            current.scheduled_for,
+            current.produced,
+        ):
+            self.ticks[tick.monitor_id] = tick
+
+    def forget(self, partitions: set[int]) -> None:
+        """Drop what lives on partitions no longer owned."""
+        for monitor_id, known in list(self.monitors.items()):
+            if known.partition in partitions:
+                del self.monitors[monitor_id]
+                self.ticks.pop(monitor_id, None)
+
+    def on(self, partition: int) -> list[Known]:
+        return [known for known in self.monitors.values() if known.partition == partition]

@@ -1,0 +1,265 @@
+"""Fires the monitors of the requests partitions this coordinator owns: each tick once across
+the cluster (see `service/monitors/ticks.py` for the protocol), also after its owner died.
+
+The monitors and ticks topics have the requests topic's partitions; the coordinator owning
+requests partition p reads partitions p of both from their start (they are compacted), then
+follows them, and looks every `LOOK_S` at what is due."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Final, Self
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from service.background import Background
+from service.contracts import dump_request, utc_now
+from service.contracts_monitors import MonitorTick, PlannedRequest
+from service.logs import get_logger
+from service.messaging.kafka_config import client_options
+from service.monitors.adaptive import Adaptive, TargetPlan, plan_targets
+from service.monitors.book import Known, MonitorBook
+from service.monitors.checks import check_requests
+from service.monitors.ticks import Fire, check_id, decide, missing, request_id_of
+from service.worker.coordinator.monitor_reads import MonitorReads
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from service.contracts_monitors import MonitorRecord, MonitorTarget
+    from service.messaging.publisher import Publisher
+    from service.settings import Settings
+
+log = get_logger(__name__)
+
+LOOK_S: Final = 0.5
+"""How often the owner looks for due ticks (and how long one read of the topics waits)."""
+
+
+class MonitorScheduler:
+    """An async context manager: `follow` the owned requests partitions, ticks fire by
+    themselves. `owns(p)` is asked right before each write: a partition being revoked fires
+    nothing more."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        publisher: Publisher,
+        owns: Callable[[int], bool],
+        counts: dict[str, int],
+    ) -> None:
+        self._settings = settings
+        self._publisher = publisher
+        self._owns = owns
+        self._book = MonitorBook(min_interval=settings.monitor_min_interval)
+        self._reader = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
+        self._reads = MonitorReads(settings, counts)
+        self._wanted: set[int] = set()
+        self._ready: set[int] = set()
+        self._ends: dict[TopicPartition, int] = {}
+        self._changed = asyncio.Event()
+        self._tasks = Background()
+        self._timeout_s = settings.kafka_timeout.total_seconds()
+
+    async def __aenter__(self) -> Self:
+        await asyncio.wait_for(self._reader.start(), self._timeout_s)
+        await self._reads.__aenter__()
+        self._tasks.start(self._loop())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._tasks.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._reader.stop(), self._timeout_s)
+        await self._reads.__aexit__()
+
+    async def follow(self, partitions: set[int]) -> None:
+        """Own the monitors of exactly `partitions` from now on."""
+        self._wanted = set(partitions)
+        self._changed.set()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                if self._changed.is_set():
+                    await self._reassign()
+                await self._read()
+                await self._fire_due()
+            except (KafkaError, OSError, TimeoutError) as exc:
+                log.warning("monitor.scheduler_failed", error=repr(exc))
+                await asyncio.sleep(LOOK_S)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the loop's boundary: log with traceback, go on
+                log.exception("monitor.scheduler_bug")
+                await asyncio.sleep(LOOK_S)
+
+    def _topic_partitions(self, partitions: set[int]) -> list[TopicPartition]:
+        topics = (self._settings.monitors_topic, self._settings.monitor_ticks_topic)
+        return [TopicPartition(topic, p) for topic in topics for p in sorted(partitions)]
+
+    async def _reassign(self) -> None:
+        self._changed.clear()
+        wanted = set(self._wanted)
+        self._book.forget(self._ready - wanted)
+        self._ready &= wanted
+        fresh = wanted - self._ready
+        kept = self._topic_partitions(self._ready)
+        new = self._topic_partitions(fresh)
+        positions = {tp: await self._reader.position(tp) for tp in kept}
+        self._reader.assign(kept + new)
+        for tp, offset in positions.items():
+            self._reader.seek(tp, offset)  # a new assignment forgets every position
+        if new:
+            starts = await self._reader.beginning_offsets(new)
+            for tp, offset in starts.items():
+                self._reader.seek(tp, offset)
+            self._ends |= await self._reader.end_offsets(new)
+
+    async def _read(self) -> None:
+        if not self._reader.assignment():  # aiokafka would wait for one, past any timeout
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), LOOK_S)
+            return
+        batch = await self._reader.getmany(timeout_ms=int(LOOK_S * 1000))
+        for tp, records in batch.items():
+            for record in records:
+                if tp.topic == self._settings.monitors_topic:
+                    self._book.monitor_record(tp.partition, record.key, record.value)
+                else:
+                    self._book.tick_record(record.key, record.value)
+        assigned = {tp.partition for tp in self._reader.assignment()}
+        for p in (assigned & self._wanted) - self._ready:
+            tps = self._topic_partitions({p})
+            positions = [await self._reader.position(tp) for tp in tps]
+            if all(pos >= self._ends.get(tp, 0) for tp, pos in zip(tps, positions, strict=True)):
+                self._ready.add(p)
+                log.info("monitor.partition_ready", partition=p, monitors=len(self._book.on(p)))
+
+    async def _fire_due(self) -> None:
+        now = utc_now()
+        for p in sorted(self._ready):
+            for known in self._book.on(p):
+                if not self._owns(p):
+                    break
+                await self._consider(known, now)
+
+    async def _consider(self, known: Known, now: datetime) -> None:
+        record = known.record
+        tick = self._book.ticks.get(record.id)
+        if tick is not None and not tick.produced:
+            await self._finish(known, tick)  # a predecessor's half-fired tick
+            return
+        verdict = decide(
+            known.schedule,
+            since=record.schedule_since,
+            last_fired=None if tick is None else tick.scheduled_for,
+            now=now,
+            paused=record.status == "paused",
+        )
+        if isinstance(verdict, Fire):
+            await self._fire(known, verdict.scheduled_for)
+
+    async def _fire(self, known: Known, scheduled_for: datetime) -> None:
+        """Record the intent (each request's partition ends), produce, record it produced."""
+        record, previous = known.record, self._book.ticks.get(known.record.id)
+        plan = await self._targets(record, previous, scheduled_for)
+        check = check_id(record.id, scheduled_for)
+        requests = check_requests(
+            record, check, trigger="scheduled", scheduled_for=scheduled_for, only=plan.included
+        )
+        ids = [r.request_id for r in requests]
+        request_ends = await self._reads.request_ends(ids)
+        results_ends = await self._reads.results_ends(ids)
+        targets = {request_id_of(check, i): t.id for i, t in enumerate(record.targets)}
+        planned = tuple(
+            PlannedRequest(
+                request_id=rid,
+                partition=self._reads.request_partition(rid),
+                offset_before=request_ends[rid],
+                target_id=targets[rid],
+                results_offset=results_ends[rid],
+            )
+            for rid in ids
+        )
+        intent = MonitorTick(
+            monitor_id=record.id,
+            scheduled_for=scheduled_for,
+            check_id=check,
+            requests=planned,
+            fired_at=utc_now(),
+            intervals=plan.intervals,
+            checked=plan.checked,
+        )
+        if not self._owns(known.partition):
+            return
+        await self._record(intent)
+        await self._finish(known, intent)
+
+    async def _targets(
+        self, record: MonitorRecord, previous: MonitorTick | None, tick: datetime
+    ) -> TargetPlan:
+        """Every target, but adaptive ones only when their interval has passed (adapted to
+        what their previous check found)."""
+        rules = [(t.id, _rule(t)) for t in record.targets]
+        adaptive = {target_id for target_id, rule in rules if rule is not None}
+        changed: dict[str, bool] = {}
+        if previous is not None and adaptive:
+            read = [p for p in previous.requests if p.target_id in adaptive]
+            changed = await self._reads.changed(read)
+        return plan_targets(
+            rules,
+            tick=tick,
+            intervals={} if previous is None else previous.intervals,
+            checked={} if previous is None else previous.checked,
+            changed=changed,
+        )
+
+    async def _finish(self, known: Known, tick: MonitorTick) -> None:
+        """Produce the requests of `tick` its partitions do not hold yet; mark it produced."""
+        found = await self._reads.present(tick.requests)
+        absent = {p.request_id: p.results_offset for p in missing(tick.requests, found)}
+        requests = check_requests(
+            known.record,
+            tick.check_id,
+            trigger="scheduled",
+            scheduled_for=tick.scheduled_for,
+            results_offsets=absent,
+        )
+        requests = [r for r in requests if r.request_id in absent]
+        for request in requests:
+            if not self._owns(known.partition):
+                return
+            await self._publisher.send_and_wait(
+                self._settings.requests_topic, request.request_id, dump_request(request)
+            )
+        await self._record(tick.model_copy(update={"produced": True}))
+        log.info(
+            "monitor.fired",
+            monitor_id=known.record.id,
+            check_id=tick.check_id,
+            scheduled_for=tick.scheduled_for.isoformat(),
+            targets=len(tick.requests),
+            resumed=len(found),
+        )
+
+    async def _record(self, tick: MonitorTick) -> None:
+        await self._publisher.send_and_wait(
+            self._settings.monitor_ticks_topic,
+            tick.monitor_id,
+            tick.model_dump_json().encode(),
+        )
+        self._book.ticks[tick.monitor_id] = tick
+
+
+def _rule(target: MonitorTarget) -> Adaptive | None:
+    spec = target.adaptive
+    if spec is None:
+        return None
+    return Adaptive(
+        minimum=timedelta(seconds=spec.min_interval_s),
+        maximum=timedelta(seconds=max(spec.min_interval_s, spec.max_interval_s)),
+    )

@@ -1,0 +1,192 @@
+"""Firecrawl's monitor bodies as records, the gateway's fold of monitors and checks, and the
+`monitor.*` webhook bodies: pure, no broker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from service.contracts import EventType, PageChange, PageResult, ProgressEvent
+from service.gateway import monitor_bodies as bodies
+from service.gateway.errors import ApiError
+from service.gateway.mapping import Limits
+from service.gateway.monitor_view import MonitorView
+from service.monitors import Summary
+from service.webhooks import monitor_events
+
+LIMITS = Limits(max_urls=100, max_crawl_pages=10_000, max_pages_per_host=4)
+NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
+MINUTE = timedelta(seconds=60)
+
+
+def refusal(call, *args, **kwargs) -> ApiError:
+    with pytest.raises(ApiError) as raised:
+        call(*args, **kwargs)
+    return raised.value
+
+
+def test_targets_map_to_scrape_and_crawl_requests() -> None:
+    """`scrape` takes `urls` and `scrapeOptions` as a batch does; `crawl` takes `url` and
+    `crawlOptions` as a crawl does; a `changeTracking`-only format list is left out (checks
+    always track)."""
+    scrape, crawl = bodies.targets_of(
+        [
+            {
+                "type": "scrape",
+                "urls": ["https://example.com/a"],
+                "scrapeOptions": {"formats": [{"type": "changeTracking", "modes": ["git-diff"]}]},
+            },
+            {
+                "type": "crawl",
+                "id": "docs",
+                "url": "https://example.com/docs/",
+                "crawlOptions": {"limit": 7},
+            },
+        ],
+        limits=LIMITS,
+    )
+    assert (scrape.id, scrape.type, scrape.urls) == ("t0", "scrape", ("https://example.com/a",))
+    assert (crawl.id, crawl.type, crawl.urls) == ("docs", "crawl", ("https://example.com/docs/",))
+    assert crawl.crawl is not None
+    assert crawl.crawl.max_pages == 7
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"goal": "tell me"}, "goal"),
+        ({"judgeEnabled": True}, "judgeEnabled"),
+        ({"notification": {"email": {"enabled": True}}}, "notification.email"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
+def test_what_has_no_counterpart_is_refused_by_name(body: dict, named: str) -> None:
+    assert named in refusal(bodies.refuse_unsupported, body).message
+
+
+def test_schedules_are_checked_against_the_minimum_interval() -> None:
+    spec = bodies.schedule_of({"text": "every 5 minutes"}, minimum=MINUTE, now=NOW)
+    assert spec.text == "every 5 minutes"
+    too_fast = refusal(bodies.schedule_of, {"text": "every 5 seconds"}, minimum=MINUTE, now=NOW)
+    assert "CRAWL_MONITOR_MIN_INTERVAL" in too_fast.message
+    assert (
+        "schedule" in refusal(bodies.schedule_of, {"cron": "bad"}, minimum=MINUTE, now=NOW).message
+    )
+
+
+def test_search_targets_and_webhook_headers_are_refused() -> None:
+    search = refusal(bodies.targets_of, [{"type": "search", "queries": ["x"]}], limits=LIMITS)
+    assert "search" in search.message
+    headers = refusal(bodies.webhook_of, {"url": "https://h.example/", "headers": {"A": "b"}})
+    assert "webhook.headers" in headers.message
+    assert bodies.webhook_of({"url": "https://h.example/"}) == {
+        "url": "https://h.example/",
+        "metadata": {},
+        "events": ["monitor.page", "monitor.check.completed"],
+    }
+
+
+def event(request_id: str, kind: EventType, seq: int) -> ProgressEvent:
+    return ProgressEvent.model_validate(
+        {
+            "request_id": request_id,
+            "run_id": "r",
+            "seq": seq,
+            "type": kind,
+            "at": NOW,
+            "worker": "w",
+            "total": 1,
+            "succeeded": 0,
+            "failed": 0,
+        }
+    )
+
+
+def test_the_view_folds_check_requests_and_their_runs() -> None:
+    """A check's state follows its requests' runs: queued, running, then completed (or
+    partial when one target failed); a copy of a request record counts once."""
+    view = MonitorView()
+    marker = {"monitor_id": "m", "check_id": "c", "target_id": "t0", "trigger": "manual"}
+    view.request("c.0", {"monitor": marker}, NOW)
+    view.request("c.1", {"monitor": marker | {"target_id": "t1"}}, NOW)
+    view.request("c.0", {"monitor": marker}, NOW)
+    view.request("other", {"monitor": {"broken": True}}, NOW)
+    check = view.checks["c"]
+    assert (check.state, len(check.requests)) == ("queued", 2)
+    view.progressed(event("c.0", EventType.ACCEPTED, 0))
+    assert check.state == "running"
+    view.progressed(event("c.0", EventType.COMPLETED, 1))
+    view.progressed(event("c.1", EventType.FAILED, 0))
+    assert check.state == "partial"
+    assert check.terminal
+    assert view.checks_of("m") == [check]
+
+
+def result(status: str | None) -> PageResult:
+    return PageResult.model_validate(
+        {
+            "request_id": "c.0",
+            "result_id": "x",
+            "run_id": "r",
+            "url": "https://e.example/",
+            "final_url": "https://e.example/",
+            "ok": True,
+            "status_code": 200,
+            "fetched_at": NOW,
+            "rendered_by": "http",
+            "elapsed_ms": 1,
+            "worker": "w",
+            "change_tracking": None if status is None else PageChange(status=status, diff="-a\n+b"),
+        }
+    )
+
+
+def test_monitor_webhook_bodies() -> None:
+    """`monitor.page` carries the page's status and diff; `monitor.check.completed` the
+    summary; both name the monitor and the check and echo the webhook's metadata."""
+    page = event("c.0", EventType.PAGE_SUCCEEDED, 1).model_copy(update={"result_id": "x"})
+    page = page.model_copy(
+        update={
+            "request_metadata": {
+                "monitor": {
+                    "monitor_id": "m",
+                    "check_id": "c",
+                    "target_id": "t0",
+                    "trigger": "scheduled",
+                }
+            }
+        }
+    )
+    marker = monitor_events.marker_of(page)
+    assert marker is not None
+
+    @dataclass
+    class Config:
+        events: tuple[str, ...] = ("page", "completed")
+        metadata: dict[str, str] = field(default_factory=lambda: {"team": "x"})
+
+    assert monitor_events.monitor_hook(page, Config()) == "page"
+    sent = monitor_events.page_event(page, marker, result("changed"), Config())
+    assert sent.body["type"] == "monitor.page"
+    assert sent.body["data"] == [
+        {
+            "targetId": "t0",
+            "url": "https://e.example/",
+            "status": "changed",
+            "statusCode": 200,
+            "error": None,
+            "diff": {"text": "-a\n+b"},
+        }
+    ]
+    assert (sent.body["monitorId"], sent.body["checkId"], sent.body["metadata"]) == (
+        "m",
+        "c",
+        {"team": "x"},
+    )
+    end = event("c.0", EventType.COMPLETED, 2)
+    done = monitor_events.check_event(end, marker, Summary(new=2), Config())
+    assert done.body["type"] == "monitor.check.completed"
+    assert done.body["data"]["summary"]["totalPages"] == 2
+    assert monitor_events.marker_of(event("plain", EventType.COMPLETED, 1)) is None
