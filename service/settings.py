@@ -339,6 +339,14 @@ class Settings(BaseSettings):
     egress-port rule: `host:port` opens that port of that host, a bare `host` all its ports."""
     block_private_addresses: bool = True
     """Block targets that resolve to loopback, private, link-local or reserved addresses."""
+    allow_insecure_tls: bool = False
+    """Let a request fetch its pages without verifying their TLS certificates (the option
+    `skip_tls_verification`, Firecrawl's `skipTlsVerification`): on a worker, a request
+    asking for it is honoured (the browser's and the HTTP path's pages; never robots.txt,
+    the page cache or an upstream proxy's own certificate); without it, the request is
+    rejected `invalid_request`. On a gateway, `skipTlsVerification: true` is passed on only
+    with it; otherwise the document's `warning` says certificates were verified. Set it on
+    workers and gateways alike."""
     egress_ports: Annotated[list[Annotated[int, Field(ge=1, le=65535)]], NoDecode] = Field(
         default_factory=lambda: [80, 443]
     )
