@@ -180,6 +180,7 @@ IDENTITY_FIELDS: Final = (
     "device",
     "javascript",
     "proxy",
+    "skip_tls_verification",
 )
 """The `CrawlOptions` fields a browser context is made with: contexts are reused only between
 requests equal in all of them."""

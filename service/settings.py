@@ -350,6 +350,14 @@ class Settings(BaseSettings):
     egress-port rule: `host:port` opens that port of that host, a bare `host` all its ports."""
     block_private_addresses: bool = True
     """Block targets that resolve to loopback, private, link-local or reserved addresses."""
+    allow_insecure_tls: bool = False
+    """Let a request fetch its pages without verifying their TLS certificates (the option
+    `skip_tls_verification`, Firecrawl's `skipTlsVerification`): on a worker, a request
+    asking for it is honoured on both paths (robots.txt, sitemaps and an upstream proxy's
+    own certificate stay verified; its pages bypass the page cache); without it, the request
+    is rejected `invalid_request`. On a gateway, `skipTlsVerification: true` is passed on only
+    with it; otherwise the document's `warning` says certificates were verified. Set it on
+    workers and gateways alike."""
     egress_ports: Annotated[list[Annotated[int, Field(ge=1, le=65535)]], NoDecode] = Field(
         default_factory=lambda: [80, 443]
     )

@@ -53,6 +53,8 @@ def context_arguments(options: CrawlOptions) -> dict[str, Any]:
         arguments["geolocation"] = options.geolocation.model_dump()
     if not options.javascript:
         arguments["java_script_enabled"] = False
+    if options.skip_tls_verification:
+        arguments["ignore_https_errors"] = True
     return arguments
 
 

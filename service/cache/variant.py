@@ -2,7 +2,9 @@
 
 Options that carry identity (headers, cookies, a session, a proxy, actions, credentials in
 the URL) keep a request out of the shared cache altogether (`bypass_reason`): what one
-caller's identity fetched never answers another's request. Options that only shape the
+caller's identity fetched never answers another's request. So does `skip_tls_verification`:
+a page fetched without checking its certificate may come from anyone on the path, and it
+never answers a request that checks. Options that only shape the
 outputs (formats, main content, tags, extraction) are not in the key: an entry stores the
 whole rendered document and each request derives its own outputs from it.
 """
@@ -54,6 +56,7 @@ def bypass_reason(url: str, options: CrawlOptions) -> str | None:
         (options.session is not None, "session"),
         (options.proxy is not None, "proxy"),
         (bool(options.actions), "actions"),
+        (options.skip_tls_verification, "skip_tls_verification"),
         (parts.username is not None or parts.password is not None, "credentials in the URL"),
     )
     return next((why for present, why in checks if present), None)

@@ -191,6 +191,12 @@ class CrawlOptions(_Untrusted):
     of a pool of `CRAWL_PROXIES` (rotated per connection). Every target is still checked by
     the URL policy first; a proxy that fails or rejects its credentials is `proxy_error`.
     Credentials never appear in logs, results or events."""
+    skip_tls_verification: bool = False
+    """Fetch the pages without verifying their TLS certificates (self-signed, expired, another
+    host's): both paths. Only a worker whose `CRAWL_ALLOW_INSECURE_TLS` is on takes it;
+    others reject the request `invalid_request`. Such a page neither reads nor fills the page
+    cache, and its browser context is never shared with a verifying request. robots.txt is
+    still fetched with verification (one that does not verify counts as unavailable)."""
     actions: Actions = ()
     """Steps run in order on the loaded page before its content is read (the browser only):
     see docs/contracts.md, "Page actions". At most 50."""

@@ -59,6 +59,9 @@ class Limits:
     max_pages_per_host: int
     proxy_pools: frozenset[str] | None = None
     """The `CRAWL_PROXIES` pool names a `proxy` may name (None: not judged here)."""
+    allow_insecure_tls: bool = False
+    """`skipTlsVerification: true` is passed on (`CRAWL_ALLOW_INSECURE_TLS`); otherwise it is
+    named in the document's `warning`."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
@@ -67,6 +70,7 @@ class Limits:
             max_crawl_pages=settings.max_crawl_pages,
             max_pages_per_host=settings.max_pages_per_host,
             proxy_pools=frozenset(settings.proxies),
+            allow_insecure_tls=settings.allow_insecure_tls,
         )
 
 
@@ -198,11 +202,13 @@ _CRAWL_KEYS: Final = frozenset(
 def _plan(
     options: Mapping[str, Any], path: Path, *, limits: Limits, respect_robots: bool = False
 ) -> ScrapePlan:
-    choices = scrape_choices(options, path)
+    insecure = limits.allow_insecure_tls
+    choices = scrape_choices(options, path, allow_insecure_tls=insecure)
     fields: dict[str, Any] = {
         "formats": sorted(choices.contract_formats | {Format.METADATA}),
         "screenshot_full_page": choices.full_page,
         "respect_robots": respect_robots,
+        "skip_tls_verification": insecure and options.get("skipTlsVerification") is True,
     }
     if choices.timeout_ms is not None:
         fields["timeout_ms"] = choices.timeout_ms

@@ -127,7 +127,8 @@ _ACCEPTED: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
     "proxy": (_any, ""),
     "parsers": (_any, ""),
     "fastMode": (_is_false, "no fast mode"),
-    # the SDKs send `true` by default; certificates are verified all the same (`warning`)
+    # the SDKs send `true` by default: passed on where CRAWL_ALLOW_INSECURE_TLS allows it,
+    # else named in the `warning` (certificates verified all the same)
     "skipTlsVerification": (_is_bool, "a boolean is expected"),
     "checkPromptInjection": (_is_false, "no LLM checks on this cluster"),
     "redactPII": (_is_false, "no PII redaction on this cluster"),
@@ -141,8 +142,11 @@ _ACCEPTED: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
 """Each scrape option, with the test its value must pass and why otherwise it is refused."""
 
 
-def scrape_choices(options: Mapping[str, Any], path: Path) -> ScrapeChoices:
-    """Check every option (400 naming the first one refused) and collect what is asked."""
+def scrape_choices(
+    options: Mapping[str, Any], path: Path, *, allow_insecure_tls: bool = False
+) -> ScrapeChoices:
+    """Check every option (400 naming the first one refused) and collect what is asked
+    (`allow_insecure_tls`: `skipTlsVerification` is applied, so no warning names it)."""
     for key, value in options.items():
         rule = _ACCEPTED.get(key)
         if rule is None:
@@ -157,7 +161,7 @@ def scrape_choices(options: Mapping[str, Any], path: Path) -> ScrapeChoices:
         full_page=full_page,
         timeout_ms=_timeout(options.get("timeout"), (*path, "timeout")),
         remove_base64_images=options.get("removeBase64Images", True) is not False,
-        warning=_warning(options),
+        warning=_warning(options, allow_insecure_tls=allow_insecure_tls),
         json_schema=json_schema,
         min_age_ms=_milliseconds(options.get("minAge"), (*path, "minAge")),
         lockdown=options.get("lockdown") is True,
@@ -188,12 +192,12 @@ def _milliseconds(value: object, path: Path) -> int | None:
     return value
 
 
-def _warning(options: Mapping[str, Any]) -> str | None:
+def _warning(options: Mapping[str, Any], *, allow_insecure_tls: bool) -> str | None:
     notes = []
     if any(options.get(key) is True for key in NOT_APPLIED):
         notes.append("blockAds (no ad blocking)")
-    if options.get("skipTlsVerification") is True:
-        notes.append("skipTlsVerification (certificates are always verified here)")
+    if options.get("skipTlsVerification") is True and not allow_insecure_tls:
+        notes.append("skipTlsVerification (certificates are verified: insecure TLS not allowed)")
     country = country_of(options)
     if country is not None:
         notes.append(

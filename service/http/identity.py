@@ -1,5 +1,5 @@
-"""A request's headers, cookies, user agent and upstream proxy as the HTTP path sends them,
-hop by hop.
+"""A request's headers, cookies, user agent, upstream proxy and certificate check as the
+HTTP path sends them, hop by hop.
 
 Cookies are matched as a browser matches them (RFC 6265 section 5.4): a host-only cookie (one
 given by `url`) goes to that host, a domain cookie to the domain and its subdomains, on a path
@@ -37,6 +37,8 @@ class HttpIdentity:
     page_url: str | None = None
     """The page the headers are for (None: every URL is the page's)."""
     headers_scope: HeadersScope = "origin"
+    verify_tls: bool = True
+    """Whether the page's certificates are verified (`skip_tls_verification` turns it off)."""
 
     @classmethod
     def of(cls, options: CrawlOptions, page_url: str | None = None) -> HttpIdentity:
@@ -47,6 +49,7 @@ class HttpIdentity:
             proxy=options.proxy,
             page_url=page_url,
             headers_scope=options.headers_scope,
+            verify_tls=not options.skip_tls_verification,
         )
 
     def headers_for(self, url: str) -> dict[str, str]:

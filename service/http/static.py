@@ -8,10 +8,13 @@ are followed here, hop by hop, so each hop is a new request the proxy judges; a 
 scheme is refused before it is sent, and more than `MAX_REDIRECTS` hops is `http_error`.
 
 A request's cookies and user agent go with every hop, its headers with those its
-`headers_scope` allows (`identity.py`). No cookies are kept (every request is isolated, as
-with a browser context of its own), no subresource is loaded and no script runs. aiohttp
-speaks HTTP/1.1 only: HTTP/2 would need httpx with h2, and through this proxy (one request
-per plain connection, CONNECT tunnels for https) it would help only https origins; not done.
+`headers_scope` allows (`identity.py`); its certificates are verified unless it asks for
+`skip_tls_verification` (aiohttp keys pooled connections by that choice, so an unverified
+connection never serves a verifying request). No cookies are kept (every request is
+isolated, as with a browser context of its own), no subresource is loaded and no script
+runs. aiohttp speaks HTTP/1.1 only: HTTP/2 would need httpx with h2, and through this proxy
+(one request per plain connection, CONNECT tunnels for https) it would help only https
+origins; not done.
 """
 
 from __future__ import annotations
@@ -188,6 +191,7 @@ class StaticFetcher:
                 proxy_headers=auth,  # sent on a CONNECT (https)
                 headers=headers,
                 allow_redirects=False,
+                ssl=identity.verify_tls,  # pooled connections are kept apart by it
             ) as response:
                 refused = proxy_refusal(url, response.status, response.headers)
                 if refused is not None:

@@ -43,7 +43,10 @@ SCRAPE_OPTIONS: Final[dict[str, Schema]] = {
     "headers": _of("object", "HTTP headers sent with the page request."),
     "location": _of("object", "{country, languages}: the languages set the Accept-Language."),
     "removeBase64Images": _of("boolean", "Replace base64 images in markdown by a placeholder."),
-    "skipTlsVerification": _of("boolean", "Only false: certificates are always verified."),
+    "skipTlsVerification": _of(
+        "boolean",
+        "Skip certificate checks; applied only where the cluster allows it, else a warning.",
+    ),
     "parsers": {"type": "array", "description": 'PDF text: ["pdf"] (the default).'},
     "proxy": _of("string", "basic or auto (a direct fetch), or a proxy pool of the cluster."),
     "maxAge": _of("number", "Accepted for compatibility; every scrape here is live."),

@@ -25,6 +25,10 @@ INVALID_SELECTOR: Final = "invalid_selector"
 """pydantic's error type for a CSS selector that does not parse (`css_problem`): its request is
 rejected with `DeadLetterCode.INVALID_SELECTOR`."""
 
+INSECURE_TLS_REFUSED: Final = (
+    "this worker verifies every certificate (CRAWL_ALLOW_INSECURE_TLS is off)"
+)
+
 MAX_ERROR_MESSAGE: Final = 1000
 """Longest error message put in a dead letter's headers."""
 
@@ -75,7 +79,18 @@ def parse_request(value: bytes | None, settings: Settings) -> CrawlRequest:
         raise RejectedMessageError(DeadLetterCode.INVALID_REQUEST, TOO_DEEP, request_id) from None
     request = sealed_echo(request, Sealer.from_settings(settings))
     _check_metadata(request, settings)
+    _check_tls(request, settings)
     return request
+
+
+def _check_tls(request: CrawlRequest, settings: Settings) -> None:
+    """Certificates go unverified only where the operator allows it."""
+    if request.options.skip_tls_verification and not settings.allow_insecure_tls:
+        raise RejectedMessageError(
+            DeadLetterCode.INVALID_REQUEST,
+            f"options.skip_tls_verification: {INSECURE_TLS_REFUSED}",
+            request.request_id,
+        )
 
 
 def _check_metadata(request: CrawlRequest, settings: Settings) -> None:

@@ -6,7 +6,7 @@ import pytest
 from playwright.async_api import async_playwright
 
 from service.browser.identity import VIEWPORT, context_arguments, context_key
-from service.browser.pool import _reuse_key
+from service.browser.pool import _reuse_key, _session_key
 from service.contracts import CrawlOptions
 from service.devices import descriptor, device_names
 
@@ -48,3 +48,16 @@ async def test_the_device_table_is_the_installed_playwright_s() -> None:
     for name, given in devices.items():
         wanted = {key: value for key, value in given.items() if key != "default_browser_type"}
         assert descriptor(name) == wanted, name
+
+
+def test_an_unverified_request_never_shares_a_context_with_a_verified_one() -> None:
+    """`skip_tls_verification` makes the context with `ignore_https_errors` and keys it apart
+    (wiped contexts, sessions); a verified request's context ignores no certificate error."""
+    unverified = CrawlOptions(skip_tls_verification=True)
+    assert context_arguments(unverified)["ignore_https_errors"] is True
+    assert "ignore_https_errors" not in context_arguments(CrawlOptions())
+    assert context_key(unverified) != ""
+    assert _reuse_key(unverified) != _reuse_key(CrawlOptions())
+    assert _session_key(CrawlOptions(session="s", skip_tls_verification=True)) != _session_key(
+        CrawlOptions(session="s")
+    )

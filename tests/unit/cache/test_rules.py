@@ -60,6 +60,7 @@ def test_the_key_is_of_the_normalised_url_and_of_its_scope():
         ({"proxy": "http://proxy.example:8080"}, "https://e.com/", "proxy"),
         ({"actions": [{"type": "wait", "milliseconds": 5}]}, "https://e.com/", "actions"),
         ({}, "https://user:pw@e.com/", "credentials in the URL"),
+        ({"skip_tls_verification": True}, "https://e.com/", "skip_tls_verification"),
     ],
 )
 def test_identity_keeps_a_request_out_of_the_shared_cache(options, url, why):

@@ -230,3 +230,25 @@ def test_change_tracking_is_never_answered_from_the_cache():
     assert plan.options.change_tracking is not None
     assert plan.options.max_age_ms == 0
     assert plan.options.store_in_cache
+
+
+def test_skip_tls_verification_is_passed_on_only_where_the_gateway_allows_it():
+    """Without `CRAWL_ALLOW_INSECURE_TLS` the SDK's `skipTlsVerification: true` is accepted,
+    not sent, and named in the warning; with it, it is sent and not named."""
+    body = {"url": "https://example.com/", "skipTlsVerification": True}
+    _, verified = scrape_plan(body, limits=LIMITS)
+    assert not verified.options.skip_tls_verification
+    assert "skipTlsVerification" in (verified.choices.warning or "")
+    allowing = Limits(
+        max_urls=100, max_crawl_pages=10_000, max_pages_per_host=4, allow_insecure_tls=True
+    )
+    _, insecure = scrape_plan(body, limits=allowing)
+    assert insecure.options.skip_tls_verification
+    assert insecure.choices.warning is None
+    _, default = scrape_plan({**body, "skipTlsVerification": False}, limits=allowing)
+    assert not default.options.skip_tls_verification
+    crawl = crawl_plan(
+        {"url": "https://example.com/", "scrapeOptions": {"skipTlsVerification": True}},
+        limits=allowing,
+    )
+    assert crawl.scrape.options.skip_tls_verification

@@ -42,3 +42,8 @@ def test_the_user_agent_option_wins_and_a_cookie_header_is_extended() -> None:
 
 def test_a_request_without_identity_sends_nothing_more() -> None:
     assert _identity().headers_for("http://h.test/") == {}
+
+
+def test_certificates_are_verified_unless_the_request_skips_verification() -> None:
+    assert HttpIdentity.of(CrawlOptions()).verify_tls
+    assert not HttpIdentity.of(CrawlOptions(skip_tls_verification=True)).verify_tls

@@ -96,3 +96,17 @@ def test_a_proxy_pool_must_be_one_of_the_worker_s_and_a_url_s_password_is_not_ec
     with pytest.raises(RejectedMessageError) as bad_url:
         parse_request(_with_options({"proxy": "ftp://u:hunter2@p.test"}), settings)
     assert "hunter2" not in bad_url.value.message
+
+
+def test_skipping_tls_verification_is_rejected_unless_the_worker_allows_it():
+    """`skip_tls_verification` is `invalid_request` naming the setting on a worker without
+    `CRAWL_ALLOW_INSECURE_TLS`; a worker with it takes the request."""
+    value = json.dumps(
+        {"request_id": "tls-1", "urls": ["https://a/"], "options": {"skip_tls_verification": True}}
+    ).encode()
+    with pytest.raises(RejectedMessageError) as caught:
+        parse_request(value, SETTINGS)
+    assert (caught.value.code, caught.value.request_id) == ("invalid_request", "tls-1")
+    assert "CRAWL_ALLOW_INSECURE_TLS" in str(caught.value)
+    allowing = SETTINGS.model_copy(update={"allow_insecure_tls": True})
+    assert parse_request(value, allowing).options.skip_tls_verification
