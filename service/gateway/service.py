@@ -26,13 +26,12 @@ from service.gateway.maplinks import map_links
 from service.gateway.mapping import Limits
 from service.gateway.marker_auth import marker_secret, sealed
 from service.gateway.metrics import GatewayMetrics
-from service.gateway.monitor_service import MonitorDesk
 from service.gateway.monitor_view import MonitorView
 from service.gateway.results import Page, ResultReader
 from service.gateway.view_reader import ViewReader
 from service.monitors.writer import MonitorWriter
 from service.net.policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
-from service.webhooks.targets import Sealer
+from service.sealing.targets import Sealer
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -90,7 +89,6 @@ class Gateway:
         """Monitors and their checks (`monitor_service.py` answers for them)."""
         self.monitor_writer = MonitorWriter(settings)
         self._reader = ViewReader(settings, self.view, self.monitors)
-        self.desk = MonitorDesk(self)
         failures = (metrics or GatewayMetrics()).reader_failures
         self._results = ResultReader(settings, on_failure=failures.inc)
 

@@ -19,9 +19,9 @@ from service.net.policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
 from service.webhooks.payloads import EVENT_ID_HEADER, SIGNATURE_HEADER, signature
 
 if TYPE_CHECKING:
+    from service.sealing.targets import Target
     from service.settings import Settings
     from service.webhooks.payloads import WebhookEvent
-    from service.webhooks.targets import Target
 
 log = structlog.get_logger(__name__)
 

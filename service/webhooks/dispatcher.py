@@ -23,6 +23,7 @@ from service.gateway.options import ScrapeChoices
 from service.health import HealthServer
 from service.messaging.kafka_config import client_options
 from service.monitors.summary import summarise
+from service.sealing.targets import Sealer, SigningKeys
 from service.webhooks import monitor_events
 from service.webhooks.delivery import Deliverer
 from service.webhooks.lanes import Lanes, Work
@@ -31,7 +32,6 @@ from service.webhooks.metrics import SkipReason, WebhookMetrics
 from service.webhooks.payloads import webhook_event
 from service.webhooks.records import Records
 from service.webhooks.results import Results
-from service.webhooks.targets import Sealer, SigningKeys
 
 if TYPE_CHECKING:
     from aiokafka import TopicPartition
@@ -41,10 +41,10 @@ if TYPE_CHECKING:
     from service.contracts_monitors import MonitorCheckMarker
     from service.contracts_webhook import Hook
     from service.gateway.jobs import JobMarker
+    from service.sealing.targets import Target
     from service.settings import Settings
     from service.webhooks.payloads import WebhookEvent
     from service.webhooks.records import Planned
-    from service.webhooks.targets import Target
 
 log = structlog.get_logger(__name__)
 

@@ -13,10 +13,10 @@ from pydantic import ValidationError
 from service.contracts import ProgressEvent, utc_now
 from service.contracts_webhook import WebhookConfig
 from service.gateway.jobs import MARKER_KEY, JobMarker
+from service.sealing.targets import TargetError
 from service.webhooks.metrics import SkipReason
 from service.webhooks.monitor_events import marker_of, monitor_hook
 from service.webhooks.payloads import hook_of
-from service.webhooks.targets import TargetError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
     from service.contracts_monitors import MonitorCheckMarker
     from service.contracts_webhook import Hook
+    from service.sealing.targets import Sealer, Target
     from service.webhooks.metrics import WebhookMetrics
-    from service.webhooks.targets import Sealer, Target
 
 log = structlog.get_logger(__name__)
 

@@ -4,11 +4,13 @@ reschedule), delete, run by hand, list checks, read a check's pages by status wi
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, Literal
+from weakref import WeakKeyDictionary
 
 from fastapi import APIRouter, Request
 
 from service.gateway.errors import Detail, bad_request
 from service.gateway.monitor_bodies import check_json, monitor_json, page_json
+from service.gateway.monitor_service import MonitorDesk
 from service.gateway.paging import PAGE_DOCUMENTS
 from service.gateway.routes._deps import GatewayDep, JsonBody, TenantDep, base_url
 from service.monitors.summary import page_status
@@ -25,9 +27,19 @@ MAX_LIST: Final = 100
 
 PageFilter = Literal["same", "new", "changed", "removed", "error"]
 
+_DESKS: WeakKeyDictionary[Gateway, MonitorDesk] = WeakKeyDictionary()
+
+
+def desk_of(gateway: Gateway) -> MonitorDesk:
+    """The replica's monitor desk (it keeps the summaries of ended checks)."""
+    desk = _DESKS.get(gateway)
+    if desk is None:
+        desk = _DESKS[gateway] = MonitorDesk(gateway)
+    return desk
+
 
 async def _monitor(gateway: Gateway, record: MonitorRecord) -> dict[str, Any]:
-    desk = gateway.desk
+    desk = desk_of(gateway)
     checks = desk.checks(record)
     last = checks[0] if checks else None
     summary = None if last is None else await desk.summary(last)
@@ -36,7 +48,7 @@ async def _monitor(gateway: Gateway, record: MonitorRecord) -> dict[str, Any]:
 
 async def _check(gateway: Gateway, record: MonitorRecord, check: Check) -> dict[str, Any]:
     targets = {t.id: t.type for t in record.targets}
-    return check_json(check, await gateway.desk.summary(check), targets)
+    return check_json(check, await desk_of(gateway).summary(check), targets)
 
 
 def _window(limit: int | None, offset: int | None) -> slice:
@@ -50,7 +62,7 @@ def _window(limit: int | None, offset: int | None) -> slice:
 
 @router.post("/v2/monitor", summary="Create a monitor")
 async def create_monitor(body: JsonBody, gateway: GatewayDep, tenant: TenantDep) -> dict[str, Any]:
-    record = await gateway.desk.create(body, tenant)
+    record = await desk_of(gateway).create(body, tenant)
     return {"success": True, "data": await _monitor(gateway, record)}
 
 
@@ -59,13 +71,13 @@ async def list_monitors(
     gateway: GatewayDep, tenant: TenantDep, limit: int | None = None, offset: int | None = None
 ) -> dict[str, Any]:
     await gateway.caught_up()
-    records = gateway.desk.listed(tenant)[_window(limit, offset)]
+    records = desk_of(gateway).listed(tenant)[_window(limit, offset)]
     return {"success": True, "data": [await _monitor(gateway, r) for r in records]}
 
 
 @router.get("/v2/monitor/{monitor_id}", summary="A monitor")
 async def get_monitor(monitor_id: str, gateway: GatewayDep, tenant: TenantDep) -> dict[str, Any]:
-    record = await gateway.desk.find(monitor_id, tenant)
+    record = await desk_of(gateway).find(monitor_id, tenant)
     return {"success": True, "data": await _monitor(gateway, record)}
 
 
@@ -73,20 +85,20 @@ async def get_monitor(monitor_id: str, gateway: GatewayDep, tenant: TenantDep) -
 async def update_monitor(
     monitor_id: str, body: JsonBody, gateway: GatewayDep, tenant: TenantDep
 ) -> dict[str, Any]:
-    record = await gateway.desk.update(monitor_id, body, tenant)
+    record = await desk_of(gateway).update(monitor_id, body, tenant)
     return {"success": True, "data": await _monitor(gateway, record)}
 
 
 @router.delete("/v2/monitor/{monitor_id}", summary="Delete a monitor")
 async def delete_monitor(monitor_id: str, gateway: GatewayDep, tenant: TenantDep) -> dict[str, Any]:
-    await gateway.desk.delete(monitor_id, tenant)
+    await desk_of(gateway).delete(monitor_id, tenant)
     return {"success": True}
 
 
 @router.post("/v2/monitor/{monitor_id}/run", summary="Run a check now")
 async def run_monitor(monitor_id: str, gateway: GatewayDep, tenant: TenantDep) -> dict[str, Any]:
-    check = await gateway.desk.run(monitor_id, tenant)
-    record = await gateway.desk.find(monitor_id, tenant)
+    check = await desk_of(gateway).run(monitor_id, tenant)
+    record = await desk_of(gateway).find(monitor_id, tenant)
     return {"success": True, "data": await _check(gateway, record, check)}
 
 
@@ -98,9 +110,9 @@ async def list_checks(
     limit: int | None = None,
     offset: int | None = None,
 ) -> dict[str, Any]:
-    record = await gateway.desk.find(monitor_id, tenant)
+    record = await desk_of(gateway).find(monitor_id, tenant)
     await gateway.caught_up()
-    checks = gateway.desk.checks(record)[_window(limit, offset)]
+    checks = desk_of(gateway).checks(record)[_window(limit, offset)]
     return {"success": True, "data": [await _check(gateway, record, c) for c in checks]}
 
 
@@ -115,11 +127,11 @@ async def get_check(
     skip: int | None = None,
     status: PageFilter | None = None,
 ) -> dict[str, Any]:
-    record = await gateway.desk.find(monitor_id, tenant)
-    check = await gateway.desk.check(monitor_id, check_id, tenant)
+    record = await desk_of(gateway).find(monitor_id, tenant)
+    check = await desk_of(gateway).check(monitor_id, check_id, tenant)
     pages = [
         page_json(result, target)
-        for result, target in await gateway.desk.pages(check)
+        for result, target in await desk_of(gateway).pages(check)
         if status is None or page_status(result) == status
     ]
     window = _window(limit or PAGE_DOCUMENTS, skip)

@@ -11,8 +11,8 @@ from pydantic_core import to_json
 
 from service.contracts import SCHEMA_VERSION, CrawlRequest, DeadLetterCode
 from service.errors import RejectedMessageError
-from service.webhooks.echo import sealed_echo
-from service.webhooks.targets import Sealer
+from service.sealing.echo import sealed_echo
+from service.sealing.targets import Sealer
 
 if TYPE_CHECKING:
     from service.settings import Settings

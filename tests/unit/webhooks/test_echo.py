@@ -9,10 +9,10 @@ import pytest
 from service.contracts import CrawlRequest
 from service.contracts_webhook import SealedWebhook, WebhookConfig
 from service.errors import RejectedMessageError
+from service.sealing.echo import sealed_echo
+from service.sealing.seal import derive
+from service.sealing.targets import Sealer, SigningKeys
 from service.settings import Settings
-from service.webhooks.echo import sealed_echo
-from service.webhooks.seal import derive
-from service.webhooks.targets import Sealer, SigningKeys
 from service.worker.coordinator.intake import parse_request
 
 SEALER = Sealer(derive(b"a seal key of the test"))

@@ -12,10 +12,10 @@ from structlog.testing import capture_logs
 from service.contracts import EventType, ProgressEvent
 from service.contracts_webhook import WebhookConfig
 from service.gateway.marker_auth import sealed
+from service.sealing.seal import derive
+from service.sealing.targets import Sealer
 from service.webhooks.metrics import WebhookMetrics
 from service.webhooks.records import Records
-from service.webhooks.seal import derive
-from service.webhooks.targets import Sealer
 
 KEY = derive(b"the seal key of this deployment")
 MARKER_SECRET = b"the gateway's marker secret"

@@ -10,9 +10,9 @@ from pydantic import SecretStr
 from service.contracts_webhook import SealedWebhook, WebhookConfig
 from service.errors import ConfigurationError
 from service.gateway.keys import KeyEntry, KeyRing
+from service.sealing.seal import SealError, derive, open_sealed, seal
+from service.sealing.targets import Sealer, SigningKeys, TargetError, origin_of
 from service.settings import Settings
-from service.webhooks.seal import SealError, derive, open_sealed, seal
-from service.webhooks.targets import Sealer, SigningKeys, TargetError, origin_of
 
 KEY = derive(b"a seal key of the test")
 HOOK = WebhookConfig(

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from service.contracts import DeadLetterCode
 from service.contracts_webhook import WEBHOOK_KEY, WebhookConfig
 from service.errors import RejectedMessageError
-from service.webhooks.targets import SEAL_KEY_SETTING, Sealer, carries_credentials
+from service.sealing.targets import SEAL_KEY_SETTING, Sealer, carries_credentials
 
 if TYPE_CHECKING:
     from service.contracts import CrawlRequest

@@ -6,25 +6,42 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service.contracts_webhook import SealedWebhook, WebhookConfig
 from service.errors import ConfigurationError
-from service.webhooks.seal import SealError, derive, open_sealed, seal
+from service.sealing.seal import SealError, derive, open_sealed, seal
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
-    from pydantic import JsonValue
+    from pydantic import JsonValue, SecretStr
 
     from service.contracts_webhook import Hook
-    from service.gateway.keys import KeyRing
     from service.settings import Settings
 
 SEAL_KEY_SETTING: Final = "CRAWL_WEBHOOK_SEAL_KEY"
+
+
+class TenantKey(Protocol):
+    """One entry of the gateway's keys file, as far as webhooks care."""
+
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def webhook_secret(self) -> SecretStr | None: ...
+
+
+class KeyRing(Protocol):
+    """The gateway's keys file (`gateway.keys.KeyRing`): its entries, and whether it is open."""
+
+    @property
+    def entries(self) -> Sequence[TenantKey]: ...
+    @property
+    def open(self) -> bool: ...
 
 
 class TargetError(ValueError):
