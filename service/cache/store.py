@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from service.cache.records import CacheIndexRecord, StoredPage
 from service.logs import get_logger
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.publisher import Message
 from service.messaging.seal import Seal
@@ -185,9 +186,8 @@ class KafkaCacheStore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        async with asyncio.timeout(self._timeout_s):
-            await self._index.stop()
-            await self._bodies.stop()
+        await stop_consumer(self._index, self._timeout_s)
+        await stop_consumer(self._bodies, self._timeout_s)
 
     async def find(self, partition: int, key: str) -> CacheIndexRecord | None:
         await self._catch_up(partition)

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from service.changes.compare import History, Observation
 from service.changes.history import HistoryRecord
 from service.logs import get_logger
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.publisher import Message
 
@@ -175,9 +176,8 @@ class KafkaHistoryStore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        async with asyncio.timeout(self._timeout_s):
-            await self._index.stop()
-            await self._values.stop()
+        await stop_consumer(self._index, self._timeout_s)
+        await stop_consumer(self._values, self._timeout_s)
 
     async def find(self, partition: int, key: str) -> History | None:
         await self._catch_up(partition)
