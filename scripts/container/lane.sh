@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test-container`: the image and docker-compose.yml run for real (docs/containers.md).
-# 1. a container engine: the one that answers, else Debian's dockerd started here (vfs storage,
-#    no bridge or iptables: the containers use the host's network) and stopped at the end;
+# 1. a container engine: the one that answers, else Debian's dockerd started here (overlay2
+#    storage, vfs where overlay2 does not start; no bridge or iptables: the containers use the
+#    host's network) and stopped at the end, after the lane's containers are removed;
 # 2. the base images the Dockerfile and docker-compose.yml name, made from what this machine
 #    reaches when no registry serves them: a Debian bookworm root file system (mmdebstrap) as
 #    the Python base, and a Kafka image from the official jars on Maven Central;
