@@ -2,6 +2,13 @@
 # The official base by default; BASE_IMAGE lets a machine without a registry build on a
 # stand-in with the same layout (scripts/container/base-image.sh, docs/containers.md).
 ARG BASE_IMAGE=python:3.11-slim-bookworm
+
+# The project's runtime dependencies, read from pyproject.toml: the layers below are rebuilt
+# when they change, not when the tools' configuration in pyproject.toml does.
+FROM ${BASE_IMAGE} AS dependencies
+COPY pyproject.toml /
+RUN python -c "import tomllib; print(*tomllib.load(open('/pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" > /runtime.txt
+
 FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -16,8 +23,11 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
+# The runtime dependencies at the lock's versions; the lock's development tools (pytest,
+# ruff, mypy, the manifest validators) stay out of the image.
 COPY requirements.lock ./
-RUN pip install --no-deps -r requirements.lock
+COPY --from=dependencies /runtime.txt ./
+RUN pip install -c requirements.lock -r runtime.txt
 COPY pyproject.toml README.md ./
 COPY service ./service
 RUN pip install --no-deps . \

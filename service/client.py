@@ -32,6 +32,7 @@ from service.contracts import (
 )
 from service.errors import BrokerUnavailableError, CrawlstreamError
 from service.messaging.chunks import Reassembler
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 from service.messaging.publisher import Publisher
@@ -320,7 +321,7 @@ class _StartedConsumer(AIOKafkaConsumer):  # type: ignore[misc]
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await asyncio.wait_for(self.stop(), self._timeout_s)
+        await stop_consumer(self, self._timeout_s)
 
 
 @dataclass(slots=True)

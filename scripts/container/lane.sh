@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test-container`: the image and docker-compose.yml run for real (docs/containers.md).
-# 1. a container engine: the one that answers, else Debian's dockerd started here (vfs storage,
-#    no bridge or iptables: the containers use the host's network) and stopped at the end;
+# 1. a container engine: the one that answers, else Debian's dockerd started here (overlay2
+#    storage, vfs where overlay2 does not start; no bridge or iptables: the containers use the
+#    host's network) and stopped at the end, after the lane's containers are removed;
 # 2. the base images the Dockerfile and docker-compose.yml name, made from what this machine
 #    reaches when no registry serves them: a Debian bookworm root file system (mmdebstrap) as
 #    the Python base, and a Kafka image from the official jars on Maven Central;
@@ -18,6 +19,8 @@ BASE_TAG=crawlstream-lane/python:3.11-slim-bookworm
 KAFKA_TAG=crawlstream-lane/kafka:4.1.1
 IMAGE_TAG=crawlstream:lane
 ENGINE_DEADLINE_S=60
+PROJECT=crawlstream-lane  # the compose project of tests/deploy/test_container.py
+LANE_PORTS_RE="9092|9093|3002|9400|9401|9402|9403"  # compose.lane.yml's listeners
 LOGS=${CRAWL_LANE_LOGS:-/tmp/crawlstream-lane}
 export CRAWL_LANE_LOGS=$LOGS
 mkdir -p "$LOGS"
@@ -45,22 +48,74 @@ if ((${#need[@]})); then
 fi
 
 engine_pid=
-stop_engine() {
-    if [[ -n $engine_pid ]]; then
-        say "stopping the engine this lane started (pid $engine_pid)"
-        kill -TERM "$engine_pid" 2>/dev/null || true
-        for _ in $(seq 60); do kill -0 "$engine_pid" 2>/dev/null || break; sleep 1; done
+# The lane's containers, by project label and by the names the by-hand tests give them,
+# with their anonymous volumes; run at the end whatever happened (pytest may die mid-run).
+remove_lane_containers() {
+    docker info >/dev/null 2>&1 || return 0
+    local ids
+    ids=$( (docker ps -aq --filter "label=com.docker.compose.project=$PROJECT"
+            docker ps -aq --filter "name=^lane-hand-") | sort -u)
+    if [[ -n $ids ]]; then
+        say "removing the lane's containers left running"
+        docker rm -f -v $ids >/dev/null || true
     fi
+    ids=$(docker network ls -q --filter "label=com.docker.compose.project=$PROJECT")
+    [[ -z $ids ]] || docker network rm $ids >/dev/null || true
 }
-trap stop_engine EXIT
-if ! docker info >/dev/null 2>&1; then
+stop_engine() {
+    [[ -n $engine_pid ]] || return 0
+    say "stopping the engine this lane started (pid $engine_pid)"
+    kill -TERM "$engine_pid" 2>/dev/null || true
+    for _ in $(seq "$ENGINE_DEADLINE_S"); do kill -0 "$engine_pid" 2>/dev/null || break; sleep 1; done
+    if kill -0 "$engine_pid" 2>/dev/null; then
+        say "the engine did not stop within ${ENGINE_DEADLINE_S} s: SIGKILL"
+        kill -KILL "$engine_pid" 2>/dev/null || true
+    fi
+    wait "$engine_pid" 2>/dev/null || true
+    engine_pid=
+}
+finish() {
+    remove_lane_containers
+    stop_engine
+}
+trap finish EXIT
+# dockerd with storage driver $1; false (and nothing left running) when it does not answer
+start_engine() {
+    echo "--- dockerd --storage-driver=$1 ($(date -u +%FT%TZ))" >>"$CACHE/dockerd.log"
+    dockerd --storage-driver="$1" --bridge=none --iptables=false \
+        --pidfile "$CACHE/dockerd.pid" >>"$CACHE/dockerd.log" 2>&1 &
+    engine_pid=$!
+    for _ in $(seq "$ENGINE_DEADLINE_S"); do
+        docker info >/dev/null 2>&1 && return 0
+        kill -0 "$engine_pid" 2>/dev/null || break
+        sleep 1
+    done
+    stop_engine
+    return 1
+}
+if docker info >/dev/null 2>&1; then
+    say "using the engine that answers ($(docker info --format '{{.Driver}}') storage)"
+else
     mkdir -p "$CACHE"
     say "no engine answers: starting dockerd (log: $CACHE/dockerd.log)"
-    dockerd --storage-driver=vfs --bridge=none --iptables=false \
-        --pidfile "$CACHE/dockerd.pid" >"$CACHE/dockerd.log" 2>&1 &
-    engine_pid=$!
-    for _ in $(seq "$ENGINE_DEADLINE_S"); do docker info >/dev/null 2>&1 && break; sleep 1; done
-    docker info >/dev/null || { tail -20 "$CACHE/dockerd.log"; exit 1; }
+    # overlay2 shares layers instead of copying the whole file system for every build step
+    # and container (vfs); vfs works where overlay2 does not (e.g. an overlay root)
+    if ! start_engine overlay2; then
+        say "overlay2 storage unavailable here: vfs"
+        start_engine vfs || { tail -20 "$CACHE/dockerd.log"; exit 1; }
+    fi
+fi
+
+remove_lane_containers  # an earlier run's, should one have been killed
+
+# The ports the compose services bind on the host's network (tests/deploy/compose.lane.yml):
+# a process holding one would fail the lane later, and less clearly.
+busy=$(ss -Hltn | awk '{print $4}' | grep -Eo "[0-9]+$" | { grep -xE "$LANE_PORTS_RE" || true; } \
+    | sort -un | paste -sd ' ' -)
+if [[ -n $busy ]]; then
+    say "ports the compose services need are taken on this machine: $busy"
+    ss -ltnp | grep -E ":(${busy// /|})\b" || true
+    exit 1
 fi
 
 say "base image $BASE_TAG"
@@ -68,7 +123,7 @@ say "base image $BASE_TAG"
 
 say "Kafka image $KAFKA_TAG"
 context=$(mktemp -d)
-trap 'rm -rf "$context"; stop_engine' EXIT
+trap 'rm -rf "$context"; finish' EXIT
 broker_jars=$(.venv/bin/python -c 'from service.broker.jars import ensure_kafka_jars; print(ensure_kafka_jars())')
 tools_jars="$CACHE/kafka-tools-$(sha256sum "$here/kafka/pom.xml" | cut -c1-12)"
 if [[ ! -e $tools_jars/.complete ]]; then

@@ -15,6 +15,7 @@ from aiokafka.errors import KafkaError
 from service.control.records import ControlRecords
 from service.errors import BrokerUnavailableError
 from service.logs import get_logger
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 from service.messaging.polling import PollLoop
@@ -90,8 +91,8 @@ class ControlReader:
         tb: TracebackType | None,
     ) -> None:
         await self._reading.stop()
-        await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
-        await asyncio.wait_for(self._offsets.stop(), self._timeout_s)
+        await stop_consumer(self._consumer, self._timeout_s)
+        await stop_consumer(self._offsets, self._timeout_s)
 
     def known_cancel(self, request_id: str) -> Cancel | None:
         """The request's cancel as read so far, without waiting for the topic's end: a run

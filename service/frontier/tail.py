@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from service.contracts import FrontierRecord
 from service.logs import get_logger
 from service.messaging.chunks import Reassembler
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.polling import PollLoop
 from service.messaging.seal import Seal
@@ -85,7 +86,7 @@ class FrontierTail:
         tb: TracebackType | None,
     ) -> None:
         await self._reading.stop()
-        await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
+        await stop_consumer(self._consumer, self._timeout_s)
 
     def partition_of(self, request_id: str) -> int:
         return partition_for(request_id, self._partitions)

@@ -17,6 +17,7 @@ from service.errors import BrokerUnavailableError
 from service.gateway.errors import ApiError
 from service.gateway.paging import PAGE_BYTES, PAGE_DOCUMENTS, Cursor, outside
 from service.messaging.chunks import Reassembler
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ class ResultReader:
 
     async def _stop(self, consumer: AIOKafkaConsumer) -> None:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(consumer.stop(), self._timeout_s)
+            await stop_consumer(consumer, self._timeout_s)
 
     async def _read(
         self,

@@ -21,6 +21,7 @@ from service.contracts import ProgressEvent
 from service.errors import BrokerUnavailableError
 from service.gateway.jobs import JobMarker, JobView
 from service.gateway.monitor_view import MonitorView
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 
@@ -91,7 +92,7 @@ class ViewReader:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
+        await stop_consumer(self._consumer, self._timeout_s)
 
     async def caught_up(self, request_id: str) -> None:
         """Return once the view has read the requests partition of `request_id` up to its end

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 
 if TYPE_CHECKING:
@@ -82,8 +83,7 @@ class KeyIndex(Generic[SlotT]):
             await self._consumer.start()
 
     async def stop(self) -> None:
-        async with asyncio.timeout(self._timeout_s):
-            await self._consumer.stop()
+        await stop_consumer(self._consumer, self._timeout_s)
 
     def get(self, partition: int, key: bytes) -> SlotT | None:
         return self._slots.get(partition, {}).get(key)
@@ -146,8 +146,7 @@ class OffsetReader:
             await self._consumer.start()
 
     async def stop(self) -> None:
-        async with asyncio.timeout(self._timeout_s):
-            await self._consumer.stop()
+        await stop_consumer(self._consumer, self._timeout_s)
 
     async def read(self, partition: int, offset: int) -> ConsumerRecord[bytes, bytes] | None:
         """The first record at or after `offset` (the caller checks it is the one at

@@ -27,6 +27,7 @@ from aiokafka.errors import CommitFailedError, KafkaError
 from service.background import Background
 from service.logs import get_logger
 from service.messaging._assignor import learn_generation, sticky_assignor
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.offsets import OffsetTracker, Verdict
 
@@ -287,7 +288,7 @@ class RecordConsumer:
         finally:
             await self._cancel(list(self._tasks))
             await self._beside.wait()  # each is bounded by the commit's own deadline
-            await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
+            await stop_consumer(self._consumer, self._timeout_s)
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()

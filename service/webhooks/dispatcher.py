@@ -21,6 +21,7 @@ from service.gateway.keys import KeyRing
 from service.gateway.marker_auth import marker_secret
 from service.gateway.options import ScrapeChoices
 from service.health import HealthServer
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.monitors.summary import summarise
 from service.sealing.targets import Sealer, SigningKeys
@@ -108,7 +109,7 @@ class Dispatcher:
             await self._lanes.close()
             await self._results.stop()
             with contextlib.suppress(Exception):
-                await self._consumer.stop()
+                await stop_consumer(self._consumer, self._settings.kafka_timeout.total_seconds())
 
     async def _ready(self) -> dict[str, bool]:
         return {"assigned": bool(self._consumer.assignment())}

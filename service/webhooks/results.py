@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from service.contracts import PageResult
 from service.messaging.chunks import Reassembler
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 
@@ -56,7 +57,7 @@ class Results:
         self._partitions = sorted(await partitions_of(self._settings, topic))
 
     async def stop(self) -> None:
-        await self._consumer.stop()
+        await stop_consumer(self._consumer, self._settings.kafka_timeout.total_seconds())
 
     @property
     def partitions(self) -> list[int]:

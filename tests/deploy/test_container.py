@@ -34,6 +34,7 @@ from harness import (
 )
 from manifests import DEPLOY, ROOT, env_file
 from ports import unused_port
+from prometheus_client.parser import text_string_to_metric_families
 
 from service.contracts import CrawlRequest, EventType, dump
 from service.settings import Settings, env_name
@@ -474,7 +475,17 @@ async def test_a_worker_under_the_memory_limit_crawls_pages_of_100_mb_without_oo
     async with httpx.AsyncClient(timeout=10) as client:
         for port in live.values():
             metrics = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
-            assert f"crawl_memory_limit_bytes {float(MEMORY_LIMIT)}" in metrics, port
+            assert gauge(metrics, "crawl_memory_limit_bytes") == MEMORY_LIMIT, port
+
+
+def gauge(metrics: str, name: str) -> float | None:
+    """The value of an unlabelled metric in a Prometheus text page (the client writes large
+    values as 2.147483648e+09)."""
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.name == name:
+                return float(sample.value)
+    return None
 
 
 @lane
@@ -538,6 +549,8 @@ class DeathWatch:
             events.terminate()
             events.wait(DOCKER_DEADLINE_S)
             reader.join(DOCKER_DEADLINE_S)
+            if events.stdout is not None:
+                events.stdout.close()
 
     def _read(self, events: subprocess.Popen[str]) -> None:
         assert events.stdout is not None

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from service.contracts import PageResult
 from service.messaging.chunks import Reassembler
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.topics import partition_for
 from service.monitors.summary import page_status
@@ -49,7 +50,7 @@ class MonitorReads:
 
     async def __aexit__(self, *exc_info: object) -> None:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
+            await stop_consumer(self._consumer, self._timeout_s)
 
     def request_partition(self, request_id: str) -> int:
         return partition_for(request_id, self._requests)

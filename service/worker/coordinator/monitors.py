@@ -19,6 +19,7 @@ from service.background import Background
 from service.contracts import dump_request, utc_now
 from service.contracts_monitors import MonitorTick, PlannedRequest
 from service.logs import get_logger
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.monitors.adaptive import Adaptive, TargetPlan, plan_targets
 from service.monitors.book import Known, MonitorBook
@@ -73,7 +74,7 @@ class MonitorScheduler:
     async def __aexit__(self, *exc_info: object) -> None:
         await self._tasks.cancel()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._reader.stop(), self._timeout_s)
+            await stop_consumer(self._reader, self._timeout_s)
         await self._reads.__aexit__()
 
     async def follow(self, partitions: set[int]) -> None:

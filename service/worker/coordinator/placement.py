@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from service.backoff import backoff_s
 from service.errors import BrokerUnavailableError
 from service.logs import get_logger
+from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.polling import PollLoop
 from service.messaging.seal import Seal
@@ -213,7 +214,7 @@ class HostDirectory:
         tb: TracebackType | None,
     ) -> None:
         await self._reading.stop()
-        await asyncio.wait_for(self._consumer.stop(), self._timeout_s)
+        await stop_consumer(self._consumer, self._timeout_s)
 
     def partition(self, key: str) -> int | None:
         return self._placements.get(key)
