@@ -31,8 +31,8 @@ async def create(settings: Settings) -> int:
 
 async def partition(settings: Settings, key: str) -> int:
     """Print the partition of each topic keyed by request_id that messages keyed `key` are
-    on (not the pages topic, the host directory, the page cache or the change topics: they
-    are keyed by host, by page or by URL)."""
+    on (not the pages topic, the host directory, the page cache, the change topics or the
+    monitors: they are keyed by host, by page, by URL or by monitor)."""
     not_by_request = {
         settings.pages_topic,
         settings.hosts_topic,
@@ -41,6 +41,8 @@ async def partition(settings: Settings, key: str) -> int:
         settings.change_history_topic,
         settings.changes_topic,
         settings.change_crawls_topic,
+        settings.monitors_topic,
+        settings.monitor_ticks_topic,
     }
     for name, partitions in (await ready_partitions(settings)).items():
         if name not in not_by_request:

@@ -173,7 +173,8 @@ async def test_topics_create_makes_the_topics_a_producer_can_write_at_once(kafka
         topics.frontier,
     ]
     by_page = [topics.pages, topics.cache_index, topics.cache_bodies, topics.change_history]
-    every = [*names[:5], topics.changes, topics.change_crawls, *names[5:], *by_page]
+    by_monitor = [topics.monitors, topics.monitor_ticks]
+    every = [*names[:5], topics.changes, topics.change_crawls, *names[5:], *by_monitor, *by_page]
     assert first.lines == [
         *(f"{name}\t4 partitions\tcreated" for name in every),
         f"{topics.hosts}\t1 partition\tcreated",
