@@ -25,9 +25,8 @@ from service.errors import ConfigurationError
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
 from service.messaging.reader import PartitionSpan
-from service.monitors.checks import check_requests
+from service.monitors.manual import run_by_hand
 from service.monitors.schedule import Schedule, ScheduleError
-from service.monitors.ticks import manual_check_id
 from service.monitors.writer import MonitorWriter
 
 if TYPE_CHECKING:
@@ -122,22 +121,8 @@ async def _set_status(settings: Settings, record: MonitorRecord, status: str) ->
 
 
 async def _run(settings: Settings, record: MonitorRecord) -> str:
-    check = manual_check_id(record.id, uuid.uuid4().hex)
     async with CrawlClient(settings) as client:
-        offsets = {}
-        for request in check_requests(record, check, trigger="manual", scheduled_for=None):
-            positions = await client.output_positions(request.request_id)
-            offsets[request.request_id] = positions[settings.results_topic][1]
-        for request in check_requests(
-            record, check, trigger="manual", scheduled_for=None, results_offsets=offsets
-        ):
-            await client.submit(
-                request.urls,
-                request.options,
-                request_id=request.request_id,
-                metadata=request.metadata,
-                crawl=request.crawl,
-            )
+        check, _ = await run_by_hand(client, record, settings.results_topic)
     return check
 
 

@@ -15,10 +15,9 @@ from service.gateway.errors import Detail, bad_request, not_found
 from service.gateway.paging import Cursor
 from service.messaging.metadata import partitions_of
 from service.messaging.topics import partition_for
-from service.monitors.checks import check_requests
+from service.monitors.manual import run_by_hand
 from service.monitors.schedule import Schedule
 from service.monitors.summary import Summary, summarise
-from service.monitors.ticks import manual_check_id
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -108,24 +107,9 @@ class MonitorDesk:
         """A check by hand: its requests produced now, as a scheduled tick's would be."""
         record = await self.find(monitor_id, tenant)
         await self._gateway.admit(tenant)
-        check = manual_check_id(record.id, uuid.uuid4().hex)
         client = self._gateway.client
-        plain = check_requests(record, check, trigger="manual", scheduled_for=None)
-        offsets = {}
-        for request in plain:
-            positions = await client.output_positions(request.request_id)
-            offsets[request.request_id] = positions[self._settings.results_topic][1]
-        requests = check_requests(
-            record, check, trigger="manual", scheduled_for=None, results_offsets=offsets
-        )
+        check, requests = await run_by_hand(client, record, self._settings.results_topic)
         for request in requests:
-            await client.submit(
-                request.urls,
-                request.options,
-                request_id=request.request_id,
-                metadata=request.metadata,
-                crawl=request.crawl,
-            )
             self._gateway.monitors.request(request.request_id, request.metadata, utc_now())
         return self._gateway.monitors.checks[check]
 
