@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import forkserver
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import AIOKafkaClient
@@ -206,21 +207,24 @@ class WorkerProcess:
         self.env = os.environ | {"CRAWL_WORKER_NAME": name} | env
         self.log_path = log_path
         self.name = name
-        self.process: asyncio.subprocess.Process | None = None
+        self.process: asyncio.subprocess.Process | forkserver.ForkedProcess | None = None
 
     async def start(self) -> None:
         self.log_file = self.log_path.open("ab")
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "service",
-            *self.command,
-            env=self.env,
-            stdout=self.log_file,
-            stderr=self.log_file,
-            preexec_fn=self.preexec,
-            start_new_session=True,  # its own process group: kill() takes Chromium along
-        )
+        if self.preexec is None:
+            self.process = await forkserver.spawn(list(self.command), self.env, self.log_path)
+        else:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "service",
+                *self.command,
+                env=self.env,
+                stdout=self.log_file,
+                stderr=self.log_file,
+                preexec_fn=self.preexec,
+                start_new_session=True,  # its own process group: kill() takes Chromium along
+            )
         if self.ready_event is not None:
             await self.wait_for_log(self.ready_event, WORKER_START_DEADLINE_S)
 
