@@ -208,6 +208,8 @@ class WorkerProcess:
         self.log_path = log_path
         self.name = name
         self.process: asyncio.subprocess.Process | forkserver.ForkedProcess | None = None
+        self._events: list[dict[str, Any]] = []
+        self._read_to = 0
 
     async def start(self) -> None:
         self.log_file = self.log_path.open("ab")
@@ -229,12 +231,16 @@ class WorkerProcess:
             await self.wait_for_log(self.ready_event, WORKER_START_DEADLINE_S)
 
     def events(self) -> list[dict[str, Any]]:
-        lines = self.log_path.read_text(errors="replace").splitlines()
-        found = []
-        for line in lines:
+        """Every JSON line of the log so far (read on from where the last call stopped)."""
+        with self.log_path.open("rb") as log:
+            log.seek(self._read_to)
+            data = log.read()
+        whole = data.rfind(b"\n") + 1
+        self._read_to += whole
+        for line in data[:whole].decode(errors="replace").splitlines():
             with contextlib.suppress(ValueError):
-                found.append(json.loads(line))
-        return found
+                self._events.append(json.loads(line))
+        return list(self._events)
 
     async def wait_for_log(self, event: str, deadline_s: float) -> dict[str, Any]:
         async with asyncio.timeout(deadline_s):
