@@ -1,5 +1,6 @@
-"""The loop of a content process: take a call from the worker, run it, send back its value
-or its exception (see `offload.ContentPool`)."""
+"""The content processes of a worker (see `offload.ContentPool`): a template that has imported
+the content work and forks a child for each socket the worker hands it, and each child's loop
+(take a call from the worker, run it, send back its value or its exception)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import os
 import pickle
 import signal
+import socket
 import sys
 from multiprocessing.connection import Connection
 from typing import Final
@@ -28,7 +30,7 @@ def serve(connection: Connection) -> None:
     """Run the calls `connection` brings until the worker closes it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when a child ends
     os.nice(NICENESS)
-    connection.send(None)  # ready: the imports are done
+    connection.send(os.getpid())  # ready: its pid, for the worker to kill or lower it
     while True:
         try:
             function, arguments = connection.recv()
@@ -44,6 +46,28 @@ def serve(connection: Connection) -> None:
             connection.send((False, ContentFailedError(f"{type(exc).__name__}: {exc}")))
 
 
+def template(control: socket.socket) -> None:
+    """Fork a child for each socket the worker sends over `control`, until it closes it.
+
+    The imports above are paid once, here, not by every child: a child is ready in
+    milliseconds, also when it replaces one killed for its page's budget."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 1, 1)
+        except ConnectionError:
+            return
+        if not message or not fds:
+            return
+        if os.fork() == 0:
+            control.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            with contextlib.suppress(ConnectionError):  # the worker went away
+                serve(Connection(fds[0]))
+            os._exit(0)
+        os.close(fds[0])
+
+
 if __name__ == "__main__":
-    with contextlib.suppress(ConnectionError):  # the worker went away: nothing to answer
-        serve(Connection(int(sys.argv[1])))
+    template(socket.socket(fileno=int(sys.argv[1])))

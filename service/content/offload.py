@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import os
 import pickle
+import signal
 import socket
 import struct
 import subprocess
@@ -47,8 +48,9 @@ _SHORT_FRAME: Final = 0x7FFFFFFF
 size for a frame longer than this."""
 
 _CHILD_MODULE: Final = "service.content._child"
-"""What a child runs: a fresh interpreter (forking a process with threads and an event loop
-copies their locks in whatever state they are), given its end of a socket pair."""
+"""What the template runs: a fresh interpreter (forking the worker, a process with threads
+and an event loop, would copy their locks in whatever state they are), given its end of a
+socket pair; it forks the children."""
 
 LONG_CALL_S: Final = 1.0
 """A call running longer than this sinks its child to `SUNK_NICENESS` (real pages take tens of
@@ -57,10 +59,11 @@ milliseconds); the child is replaced after the call."""
 SUNK_NICENESS: Final = 19
 
 START_DEADLINE_S: Final = 60.0
-"""How long a new child may take to import what it runs and say it is ready."""
+"""How long a new child may take to say it is ready (the template's imports included)."""
 
 STOP_DEADLINE_S: Final = 2.0
-"""How long a child may take to exit when the pool closes before it is killed."""
+"""How long a child or the template may take to exit when the pool closes before it is
+killed."""
 
 
 class ContentBudgetError(PermanentError):
@@ -72,21 +75,14 @@ class ContentFailedError(PermanentError):
 
 
 @dataclass(slots=True, eq=False)
-class _Child:
-    """A content process and the worker's end of its socket (framed as
-    `multiprocessing.connection.Connection` frames them, which the child uses)."""
+class _Template:
+    """The process that has imported the content work and forks the children."""
 
     process: subprocess.Popen[bytes]
-    sock: socket.socket
-    reader: asyncio.StreamReader | None = None
-    writer: asyncio.StreamWriter | None = None
-    ready: bool = False
-    """The child said it is ready (its imports are done, outside any page's budget)."""
-    sunk: bool = False
-    """The child runs a long call at the lowest priority (`sink`)."""
+    control: socket.socket
 
     @classmethod
-    def start(cls) -> _Child:
+    def start(cls) -> _Template:
         ours, theirs = socket.socketpair()
         with theirs:
             process = subprocess.Popen(  # noqa: S603 (our own interpreter and module)
@@ -94,15 +90,54 @@ class _Child:
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
             )
-        return cls(process=process, sock=ours)
+        return cls(process=process, control=ours)
 
     @property
-    def pid(self) -> int:
-        return self.process.pid
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def fork(self) -> socket.socket:
+        """The worker's end of a socket to a new child (ready once it sends its pid); OSError
+        when the template is gone."""
+        ours, theirs = socket.socketpair()
+        with theirs:
+            socket.send_fds(self.control, [b"f"], [theirs.fileno()])
+        return ours
+
+    async def stop(self) -> None:
+        self.control.close()  # the template's loop ends on EOF
+        await asyncio.to_thread(self._reap)
+
+    def _reap(self) -> None:
+        try:
+            self.process.wait(STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(STOP_DEADLINE_S)
+
+
+@dataclass(slots=True, eq=False)
+class _Child:
+    """A content process and the worker's end of its socket (framed as
+    `multiprocessing.connection.Connection` frames them, which the child uses)."""
+
+    sock: socket.socket
+    pid: int | None = None
+    """Known once the child said it is ready (its first message)."""
+    reader: asyncio.StreamReader | None = None
+    writer: asyncio.StreamWriter | None = None
+    sunk: bool = False
+    """The child runs a long call at the lowest priority (`sink`)."""
+
+    @property
+    def ready(self) -> bool:
+        return self.pid is not None
 
     def sink(self) -> None:
         """Lower the child to `SUNK_NICENESS`: a call this long is likely a bomb, and the
         other child's pages (a canary of 20 ms of work) should not share a core with it."""
+        if self.pid is None:
+            return
         with contextlib.suppress(OSError):  # it has just ended
             os.setpriority(os.PRIO_PROCESS, self.pid, SUNK_NICENESS)
             self.sunk = True
@@ -128,30 +163,48 @@ class _Child:
                 (size,) = _LONG_SIZE.unpack(await self.reader.readexactly(_LONG_SIZE.size))
             return pickle.loads(await self.reader.readexactly(size))  # noqa: S301 (our child)
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
-            code = self.process.poll()
-            raise ContentFailedError(f"the content process died (exit {code})") from exc
+            raise ContentFailedError(f"the content process {self.pid} died") from exc
 
     def kill(self) -> None:
-        self.process.kill()
+        self._signal(signal.SIGKILL)
         self._close()
-        self._reap()
 
     async def stop(self) -> None:
-        self._close()  # the child's loop ends on EOF
-        await asyncio.to_thread(self._reap)
+        """Close the child's socket (its loop ends on EOF) and wait until it is gone."""
+        self._close()
+        if self.pid is None:
+            return
+        try:
+            exited = os.pidfd_open(self.pid)
+        except ProcessLookupError:
+            return
+        gone = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_reader(exited, gone.set)  # readable once the process has ended
+        try:
+            async with asyncio.timeout(STOP_DEADLINE_S):
+                await gone.wait()
+        except TimeoutError:
+            self._signal(signal.SIGKILL)
+        finally:
+            loop.remove_reader(exited)
+            os.close(exited)
+
+    def _signal(self, number: int) -> bool:
+        """Send `number` to the child; False once it is gone (the template reaps it)."""
+        if self.pid is None:
+            return False
+        try:
+            os.kill(self.pid, number)
+        except ProcessLookupError:
+            return False
+        return True
 
     def _close(self) -> None:
         if self.writer is not None:
             self.writer.close()
         else:
             self.sock.close()
-
-    def _reap(self) -> None:
-        try:
-            self.process.wait(STOP_DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(STOP_DEADLINE_S)
 
 
 @dataclass(slots=True)
@@ -163,6 +216,7 @@ class ContentPool:
     budget_s: float
     _idle: asyncio.Queue[_Child] = field(default_factory=asyncio.Queue)
     _busy: set[_Child] = field(default_factory=set)
+    _template: _Template | None = None
     killed: int = 0
     """Children killed for running past the budget (or abandoned by their caller)."""
 
@@ -175,7 +229,7 @@ class ContentPool:
 
     async def __aenter__(self) -> Self:
         for _ in range(self.processes):
-            self._add(_Child.start())
+            self._add(self._new_child())
         return self
 
     async def __aexit__(
@@ -187,8 +241,9 @@ class ContentPool:
         while not self._idle.empty():
             await self._idle.get_nowait().stop()
         for child in list(self._busy):
-            child.process.kill()
-            await child.stop()
+            child.kill()
+        if self._template is not None:
+            await self._template.stop()
 
     async def run(self, function: Callable[[*Ts], T], *arguments: *Ts) -> T:
         """`function(*arguments)` in a child, within the budget; raises its exception, or
@@ -211,7 +266,7 @@ class ContentPool:
         self._busy.discard(child)
         if child.sunk:  # its priority cannot be raised again without privileges
             await child.stop()
-            child = _Child.start()
+            child = self._new_child()
         self._idle.put_nowait(child)
         if not ok:
             raise cast("BaseException", value)
@@ -220,11 +275,10 @@ class ContentPool:
     async def _started(self, child: _Child) -> None:
         try:
             async with asyncio.timeout(START_DEADLINE_S):
-                await child.receive()
+                child.pid = cast("int", await child.receive())
         except TimeoutError:
             message = f"a content process did not start within {START_DEADLINE_S:g} s"
             raise ContentFailedError(message) from None
-        child.ready = True
 
     async def _exchange(self, child: _Child, call: object) -> tuple[bool, object]:
         """Send the call and read its answer without holding the event loop (a large page
@@ -244,7 +298,18 @@ class ContentPool:
         self.killed += 1
         log.warning("content.child_killed", pid=child.pid, budget_s=self.budget_s)
         child.kill()
-        self._add(_Child.start())
+        self._add(self._new_child())
+
+    def _new_child(self) -> _Child:
+        """A child forked by the template (started, or started again when it died)."""
+        if self._template is None or not self._template.alive:
+            self._template = _Template.start()
+        try:
+            return _Child(sock=self._template.fork())
+        except OSError:
+            self._template.process.kill()
+            self._template = _Template.start()
+            return _Child(sock=self._template.fork())
 
 
 _installed: list[ContentPool] = []

@@ -56,3 +56,18 @@ async def test_a_long_call_sinks_its_child_which_is_replaced_after() -> None:
         first = await pool.run(os.getpid)
         await pool.run(time.sleep, LONG_CALL_S + 0.5)
         assert await pool.run(os.getpid) != first
+
+
+async def test_children_are_forked_by_one_template_and_all_end_with_the_pool() -> None:
+    """A replacement child comes from the same template (its imports are not paid again), and
+    closing the pool ends the children and the template."""
+    async with ContentPool(processes=1, budget_s=0.5) as pool:
+        first, template = await pool.run(os.getpid), await pool.run(os.getppid)
+        with pytest.raises(ContentBudgetError):
+            await pool.run(time.sleep, 30)
+        second, second_template = await pool.run(os.getpid), await pool.run(os.getppid)
+    assert template != os.getpid()
+    assert (second != first, second_template) == (True, template)
+    for pid in (first, second, template):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
