@@ -1,16 +1,17 @@
 """A JSON document parsed a slice of tokens at a time, so that a 10 MiB body is read on the
 event loop between other callers' steps (json's C parser, even in a thread, holds the
 interpreter for the whole body: ~0.1-0.25 s). The result is `json.loads`'s, and what
-`json.loads` refuses is a ValueError here too. Pure: `steps` is a generator that yields
-between slices; `parse` drives it with the loop free between two of them."""
+`json.loads` refuses is a ValueError here too. `steps` is a pure generator that yields
+between slices; `parse` runs each slice as one of the loop's heavy slices (`pacing`)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any, Final
+
+from service.gateway.pacing import SLICES
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -49,11 +50,18 @@ async def parse(raw: bytes) -> Any:  # noqa: ANN401
     """`json.loads(raw)`, a slice at a time with the event loop free between slices."""
     parser = steps(text_of(raw))
     while True:
-        try:
-            next(parser)
-        except StopIteration as done:
-            return done.value
-        await asyncio.sleep(0)
+        ended, value = await SLICES.run(lambda: _step(parser))
+        if ended:
+            return value
+
+
+def _step(parser: Generator[None, None, Any]) -> tuple[bool, Any]:
+    """One slice: (False, None) while the parse goes on, (True, the value) at its end."""
+    try:
+        next(parser)
+    except StopIteration as done:
+        return True, done.value
+    return False, None
 
 
 class _Frame:

@@ -2,7 +2,8 @@
 most `CHUNK_BYTES` or so, the event loop serving other callers between two chunks, instead of
 one `json.dumps` that holds it for the whole page. Joined, the chunks are exactly the bytes of
 `json.dumps(value, ensure_ascii=False, separators=(",", ":"))`, what Starlette's
-`JSONResponse` and `WebSocket.send_json` send. Pure, but for the response at the end."""
+`JSONResponse` and `WebSocket.send_json` send. Each chunk is made as one of the loop's
+heavy slices (`pacing.SLICES`). Pure, but for `encoded` and the response at the end."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 from starlette.responses import Response
+
+from service.gateway.pacing import SLICES
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
@@ -148,9 +151,9 @@ async def encoded(value: Any, *, allow_nan: bool = False) -> str:  # noqa: ANN40
     """The JSON text of `value` (for a WebSocket message, which is sent whole), made a chunk
     at a time with the event loop free between two chunks."""
     parts: list[str] = []
-    for chunk in chunks(value, allow_nan=allow_nan):
+    pending = chunks(value, allow_nan=allow_nan)
+    while (chunk := await SLICES.run(lambda: next(pending, None))) is not None:
         parts.append(chunk)
-        await asyncio.sleep(0)
     return "".join(parts)
 
 
@@ -182,13 +185,17 @@ class StreamedJson(Response):
 async def _stream(send: Send, value: Any, path: str | None) -> None:  # noqa: ANN401
     """`value`'s chunks, then the end of the body; a caller that does not take a chunk
     within `SEND_DEADLINE_S` gets no more (uvicorn closes the unfinished answer)."""
+    pending = chunks(value)
     try:
-        for chunk in chunks(value):
-            await _sent(send, chunk.encode(), more=True)
-            await asyncio.sleep(0)
+        while (chunk := await SLICES.run(lambda: _encoded(next(pending, None)))) is not None:
+            await _sent(send, chunk, more=True)
         await _sent(send, b"", more=False)
     except TimeoutError:
         log.warning("gateway.slow_caller", path=path, deadline_s=SEND_DEADLINE_S)
+
+
+def _encoded(chunk: str | None) -> bytes | None:
+    return None if chunk is None else chunk.encode()
 
 
 async def _sent(send: Callable[[Message], Any], body: bytes, *, more: bool) -> None:
