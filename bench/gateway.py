@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import time
 import uuid
 from datetime import UTC, datetime
@@ -236,21 +237,44 @@ def _p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))] * 1000
 
 
-async def _flood(gateway: GatewayProcess, job_b: str, key: str, stop: asyncio.Event) -> dict:
-    """B's polls, watchers and large bodies until `stop`; what each managed."""
+async def _flooding(port: int, job_b: str, key: str) -> None:
+    """B's flood in a process of its own (`--flood`), as another tenant's client would be: its
+    own event loop, so reading B's 10 MB answers does not delay A's client. It stops when its
+    standard input closes and prints what it managed as one JSON line."""
+    stop = asyncio.Event()
+    done = {"polls": 0, "watchers": 0, "bodies": 0, "refused": 0}
+    flood = asyncio.create_task(_flood(port, job_b, key, stop, done))
+    while not any(done.values()):  # noqa: ASYNC110 - the first of B's calls answered
+        await asyncio.sleep(0.1)
+    print("flooding", flush=True)
+    await asyncio.to_thread(sys.stdin.read)
+    stop.set()
+    _, pending = await asyncio.wait([flood], timeout=FLOOD_STOP_S)
+    for task in pending:  # calls still in flight are dropped, not waited for
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    print(json.dumps(done), flush=True)
+
+
+FLOOD_STOP_S = 5.0
+"""How long B's flood may take to end its calls in flight once told to stop."""
+
+
+async def _flood(port: int, job_b: str, key: str, stop: asyncio.Event, done: dict) -> None:
+    """B's polls, watchers and large bodies until `stop`, counted in `done`."""
     import websockets  # noqa: PLC0415 - only this part of the benchmark needs it
 
     headers = {"Authorization": f"Bearer {key}"}
-    done = {"polls": 0, "watchers": 0, "bodies": 0, "refused": 0}
     body = _large_body()
+    base = f"http://127.0.0.1:{port}"
 
     async def poller(http: httpx.AsyncClient) -> None:
         while not stop.is_set():
-            answer = await http.get(f"{gateway.url}/v2/crawl/{job_b}", headers=headers)
+            answer = await http.get(f"{base}/v2/crawl/{job_b}", headers=headers)
             done["polls" if answer.status_code == 200 else "refused"] += 1
 
     async def watcher() -> None:
-        url = f"ws://127.0.0.1:{gateway.port}/v2/crawl/{job_b}"
+        url = f"ws://127.0.0.1:{port}/v2/crawl/{job_b}"
         while not stop.is_set():
             async with websockets.connect(url, additional_headers=headers, max_size=None) as ws:
                 while not stop.is_set():
@@ -265,7 +289,7 @@ async def _flood(gateway: GatewayProcess, job_b: str, key: str, stop: asyncio.Ev
     async def sender(http: httpx.AsyncClient) -> None:
         while not stop.is_set():
             answer = await http.post(
-                f"{gateway.url}/v2/batch/scrape",
+                f"{base}/v2/batch/scrape",
                 content=body,
                 headers=headers | {"Content-Type": "application/json"},
             )
@@ -277,7 +301,6 @@ async def _flood(gateway: GatewayProcess, job_b: str, key: str, stop: asyncio.Ev
             *(watcher() for _ in range(FLOOD_WATCHERS)),
             sender(http),
         )
-    return done
 
 
 def _large_body() -> bytes:
@@ -310,12 +333,16 @@ async def fairness(topics: Topics, logs: Path, seconds: float) -> None:
                 ).json().get("completed") != 200:
                     await asyncio.sleep(0.5)
             alone = await _poll_times(http, url_a, "fc-bench-a-key", seconds, 100)
-            stop = asyncio.Event()
-            flood = asyncio.create_task(_flood(gateway, job_b, "fc-bench-b-key", stop))
-            await asyncio.sleep(2)  # the flood under way
+            flood = await asyncio.create_subprocess_exec(
+                sys.executable, __file__, "--flood", str(gateway.port), job_b, "fc-bench-b-key",
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            _check(flood.stdout is not None, "the flood's output is not piped")
+            await asyncio.wait_for(flood.stdout.readline(), 120)  # type: ignore[union-attr]
+            await asyncio.sleep(2)  # the flood in full swing
             flooded = await _poll_times(http, url_a, "fc-bench-a-key", seconds, 100)
-            stop.set()
-            done = await flood
+            out, _ = await asyncio.wait_for(flood.communicate(b""), 120)  # EOF: stop
+            done = json.loads(out.decode().strip().splitlines()[-1])
         _check(gateway.process is not None, "the replica has no process")
         peak = _rss_mib(gateway.process.pid)  # type: ignore[union-attr]
     finally:
@@ -369,5 +396,10 @@ if __name__ == "__main__":
     parser.add_argument("--pages", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--only", choices=["fairness"], default=None)
+    parser.add_argument("--flood", nargs=3, metavar=("PORT", "JOB", "KEY"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    asyncio.run(main(args.samples, args.pages, args.seconds, args.only))
+    if args.flood:
+        port, job, key = args.flood
+        asyncio.run(_flooding(int(port), job, key))
+    else:
+        asyncio.run(main(args.samples, args.pages, args.seconds, args.only))

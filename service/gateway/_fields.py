@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
@@ -16,8 +17,7 @@ if TYPE_CHECKING:
 
 Path = tuple[str | int, ...]
 
-CONTROL_BELOW: Final = 0x20
-DEL: Final = 0x7F
+CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 """Control characters a URL may not carry (raw; percent-encoded they are fine)."""
 
 COMMON_KEYS: Final = frozenset({"origin", "integration", "auditMetadata"})
@@ -68,19 +68,26 @@ def _firecrawl_name(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
     return loc if head is None else (*head.split("."), *loc[1:])
 
 
-def split_urls(urls: list[str]) -> tuple[list[str], list[str]]:
-    good: list[str] = []
+def split_urls(urls: list[str], *, most: int | None = None) -> tuple[list[str], list[str]]:
+    """The distinct http(s) URLs and the others; with `most`, the reading stops at the
+    first good URL past `most` distinct ones (a list that long is refused whatever follows)."""
+    good: dict[str, None] = {}
     bad: list[str] = []
     for url in urls:
-        (good if is_http(url) else bad).append(url)
-    return list(dict.fromkeys(good)), bad
+        if not is_http(url):
+            bad.append(url)
+            continue
+        good[url] = None
+        if most is not None and len(good) > most:
+            break
+    return list(good), bad
 
 
 def is_http(url: str) -> bool:
     """An absolute http(s) URL the contract takes: a host, a valid port, no control
     characters, no whitespace in the authority, at most `MAX_URL_LENGTH` characters."""
     url = url.strip()
-    if len(url) > MAX_URL_LENGTH or any(ord(c) < CONTROL_BELOW or ord(c) == DEL for c in url):
+    if len(url) > MAX_URL_LENGTH or CONTROL.search(url):
         return False
     try:
         parts = urlsplit(url)

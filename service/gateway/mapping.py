@@ -159,8 +159,9 @@ def batch_plan(body: Mapping[str, Any], *, limits: Limits) -> BatchPlan:
     refuse_set(body, ("appendToId",), ())
     _no_retention(body, ())
     _concurrency(body, limits)
-    good, bad = split_urls(urls)
-    if bad and not bool_of(body, "ignoreInvalidURLs", default=True):
+    ignoring = bool_of(body, "ignoreInvalidURLs", default=True)
+    good, bad = split_urls(urls, most=limits.max_urls if ignoring else None)
+    if bad and not ignoring:
         raise bad_request(Detail(path=("urls",), message=f"invalid URLs: {', '.join(bad)}"))
     if not good:
         raise bad_request(Detail(path=("urls",), message="no valid http(s) URL"))

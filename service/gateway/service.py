@@ -298,10 +298,20 @@ class Gateway:
         return self.keys.open or status.marker.tenant == tenant
 
     async def page(self, status: JobStatus, cursor: Cursor, *, ok_only: bool = True) -> Page:
-        """A page of the job's results; the job's tenant runs at most `gateway_tenant_reads`
-        reads at once on this replica (429 when its turn does not come in time)."""
+        """A page of the job's results, read in one of the tenant's turns (`reading`)."""
+        async with self.reading(status, cursor, ok_only=ok_only) as page:
+            return page
+
+    @contextlib.asynccontextmanager
+    async def reading(
+        self, status: JobStatus, cursor: Cursor, *, ok_only: bool = True
+    ) -> AsyncIterator[Page]:
+        """A page of the job's results, in one of the tenant's turns, held until the block
+        ends (the page encoded and sent): a tenant runs at most `gateway_tenant_reads` reads
+        and answers at once on this replica (429 when its turn does not come in time), so
+        its big pages take turns with each other, not with other tenants' calls."""
         async with self._read_turn(status.marker.tenant):
-            return await self._results.page(
+            yield await self._results.page(
                 status.id,
                 status.marker.results_partition,
                 cursor,

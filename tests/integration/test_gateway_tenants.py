@@ -15,6 +15,7 @@ import httpx
 import pytest
 import websockets
 from aiokafka import AIOKafkaProducer
+from firecrawl import Firecrawl
 from gateway import GatewayProcess, free_port
 from harness import read_topic
 from waiting import until
@@ -443,3 +444,34 @@ async def _written_job(topics: Topics, tenant: str, *, pages: int, markdown_byte
     finally:
         await producer.stop()
     return job_id
+
+
+async def test_a_status_page_of_10_mb_is_streamed_and_reads_whole_through_the_sdk(
+    tenants, topics: Topics
+):
+    """A crawl of 150 documents of 100 KB: its first status page (100 documents, 10 MB) is
+    sent chunked (no Content-Length) and parses to the documents in order; `firecrawl-py`
+    reads all 150 through `next`, each document whole."""
+    gateway = await tenants(CRAWL_GATEWAY_SECRET=SECRET)
+    job_id = await _written_job(topics, "tenant-b", pages=150, markdown_bytes=100_000)
+    async with (
+        httpx.AsyncClient(base_url=gateway.url, timeout=POLL_TIMEOUT_S) as client,
+        client.stream("GET", f"/v2/crawl/{job_id}", headers=auth(KEY_B)) as answer,
+    ):
+        headers = answer.headers
+        body = json.loads(await answer.aread())
+    assert answer.status_code == 200
+    assert headers.get("transfer-encoding") == "chunked"
+    assert "content-length" not in headers
+    assert body["status"] == "scraping"
+    assert body["next"] is not None
+    assert [doc["metadata"]["sourceURL"] for doc in body["data"]] == [
+        f"https://example.com/p/{n}" for n in range(100)
+    ]
+    assert {doc["markdown"] for doc in body["data"]} == {"x" * 100_000}
+    app = Firecrawl(api_key=KEY_B, api_url=gateway.url)
+    everything = await asyncio.to_thread(app.get_crawl_status, job_id)
+    assert [doc.metadata.source_url for doc in everything.data] == [
+        f"https://example.com/p/{n}" for n in range(150)
+    ]
+    assert all(doc.markdown == "x" * 100_000 for doc in everything.data)

@@ -20,10 +20,14 @@ from service.gateway.routes._deps import (
     TenantDep,
     base_url,
 )
+from service.gateway.streaming import Streamed, StreamedJson
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator
+
     from service.contracts import ErrorCode
     from service.gateway.jobs import JobKind, JobStatus
+    from service.gateway.results import Page
     from service.gateway.service import Gateway
 
 crawl_router = APIRouter(tags=["crawl"])
@@ -72,8 +76,8 @@ async def crawl_status(
     gateway: GatewayDep,
     tenant: TenantDep,
     cursor: str | None = None,
-) -> JSONResponse:
-    return JSONResponse(await _status(gateway, job_id, "crawl", tenant, cursor, base_url(request)))
+) -> StreamedJson:
+    return _status(gateway, job_id, "crawl", tenant, cursor, base_url(request))
 
 
 @crawl_router.get("/v2/crawl/{job_id}/errors", summary="A crawl's failed pages")
@@ -114,8 +118,8 @@ async def batch_status(
     gateway: GatewayDep,
     tenant: TenantDep,
     cursor: str | None = None,
-) -> JSONResponse:
-    return JSONResponse(await _status(gateway, job_id, "batch", tenant, cursor, base_url(request)))
+) -> StreamedJson:
+    return _status(gateway, job_id, "batch", tenant, cursor, base_url(request))
 
 
 @batch_router.get("/v2/batch/scrape/{job_id}/errors", summary="A batch's failed pages")
@@ -128,16 +132,25 @@ async def cancel_batch(job_id: str, gateway: GatewayDep, tenant: TenantDep) -> J
     return await _cancel(gateway, job_id, "batch", tenant)
 
 
-async def _status(
+def _status(
     gateway: Gateway, job_id: str, kind: JobKind, tenant: str, token: str | None, base: str
-) -> dict[str, Any]:
-    status = await gateway.status(job_id, kind, tenant)
-    start = Cursor(offset=status.marker.results_offset)
-    cursor = Cursor.parse(token) if token else start
-    page = await gateway.page(status, cursor)
+) -> StreamedJson:
+    """The job's status and a page of its documents, streamed a few documents at a time
+    while the tenant's turn is held (a 10 MB page never holds the event loop at once)."""
+
+    async def made() -> AsyncGenerator[dict[str, Any]]:
+        status = await gateway.status(job_id, kind, tenant)
+        start = Cursor(offset=status.marker.results_offset)
+        cursor = Cursor.parse(token) if token else start
+        async with gateway.reading(status, cursor) as page:
+            yield _status_body(status, page, f"{base}{_PATHS[kind]}/{job_id}")
+
+    return StreamedJson(made)
+
+
+def _status_body(status: JobStatus, page: Page, url: str) -> dict[str, Any]:
     choices = choices_of(status)
     done = status.terminal and page.at_end and page.next.returned >= status.completed
-    following = None if done else f"{base}{_PATHS[kind]}/{job_id}?cursor={page.next.token()}"
     return {
         "success": True,
         "status": status.state,
@@ -145,8 +158,8 @@ async def _status(
         "completed": status.completed,
         "creditsUsed": status.completed,
         "expiresAt": (status.marker.created_at + RESULTS_RETENTION).isoformat(),
-        "next": following,
-        "data": [document(result, choices) for result in page.results],
+        "next": None if done else f"{url}?cursor={page.next.token()}",
+        "data": Streamed(document(result, choices) for result in page.results),
     }
 
 

@@ -16,6 +16,7 @@ from service.gateway.errors import ApiError
 from service.gateway.paging import Cursor
 from service.gateway.routes._deps import GatewayDep, tenant_of
 from service.gateway.routes.jobs import choices_of
+from service.gateway.streaming import Streamed, encoded
 
 if TYPE_CHECKING:
     from service.gateway.jobs import JobKind, JobStatus
@@ -54,20 +55,21 @@ async def _watch(websocket: WebSocket, gateway: Gateway, job_id: str, kind: JobK
 async def _stream(websocket: WebSocket, gateway: Gateway, status: JobStatus) -> None:
     """`catchup` with the first page of documents, the rest of the catch-up as `document`
     messages a page at a time (a watcher holds one page at most: 100 documents or 10 MB of
-    results), then every new document as it comes."""
-    page = await gateway.page(status, Cursor(offset=status.marker.results_offset))
-    docs = [document(result, choices_of(status)) for result in page.results]
-    await websocket.send_json({"type": "catchup", "data": _snapshot(status, docs)})
-    del docs
+    results), then every new document as it comes. Each page is encoded a slice at a time
+    and sent in one of the tenant's turns (`Gateway.reading`)."""
+    start = Cursor(offset=status.marker.results_offset)
+    async with gateway.reading(status, start) as page:
+        docs = Streamed(document(result, choices_of(status)) for result in page.results)
+        catchup = {"type": "catchup", "data": _snapshot(status, docs)}
+        await websocket.send_text(await encoded(catchup, allow_nan=True))
     while not _finished(status, page):
         if page.at_end:
             await asyncio.sleep(WATCH_INTERVAL_S)
         status = gateway.view.status(status.id) or status
-        page = await gateway.page(status, page.next)
-        for result in page.results:
-            await websocket.send_json(
-                {"type": "document", "data": document(result, choices_of(status))}
-            )
+        async with gateway.reading(status, page.next) as page:
+            for result in page.results:
+                message = {"type": "document", "data": document(result, choices_of(status))}
+                await websocket.send_text(await encoded(message, allow_nan=True))
     await websocket.send_json(_last(status))
 
 
@@ -75,7 +77,7 @@ def _finished(status: JobStatus, page: Page) -> bool:
     return status.terminal and page.at_end and page.next.returned >= status.completed
 
 
-def _snapshot(status: JobStatus, docs: list[dict[str, Any]]) -> dict[str, Any]:
+def _snapshot(status: JobStatus, docs: Streamed | list[Any]) -> dict[str, Any]:
     return {
         "status": status.state,
         "total": status.total,

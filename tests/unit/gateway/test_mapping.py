@@ -6,6 +6,8 @@ import pytest
 import regex
 
 from service.contracts import Format
+from service.gateway import _fields
+from service.gateway._fields import is_http
 from service.gateway.errors import ApiError
 from service.gateway.mapping import Limits, batch_plan, crawl_plan, scrape_plan
 
@@ -187,6 +189,28 @@ def test_a_batch_keeps_valid_urls_and_reports_the_invalid_ones():
     assert "nope" in error.message
     error = refusal(batch_plan, {"urls": [f"https://a.example/{n}" for n in range(101)]})
     assert "urls" in error.message
+
+
+def test_a_batch_over_the_limit_is_refused_after_checking_one_url_past_it(monkeypatch):
+    """140,000 URLs, invalid ones ignored (the default): refused naming the limit once the
+    101st distinct good URL is checked, a duplicate and an invalid one before it not
+    counted; with `ignoreInvalidURLs: false` every URL is checked (the invalid ones named)."""
+    checked: list[str] = []
+
+    def counted(url: str) -> bool:
+        checked.append(url)
+        return is_http(url)
+
+    monkeypatch.setattr(_fields, "is_http", counted)
+    urls = ["https://a.example/0", "nope", *(f"https://a.example/{n}" for n in range(140_000))]
+    error = refusal(batch_plan, {"urls": urls})
+    assert "at most 100 URLs" in error.details[0].message
+    assert len(checked) == 103
+    checked.clear()
+    strict = ["nope", *(f"https://a.example/{n}" for n in range(1_000))]
+    error = refusal(batch_plan, {"urls": strict, "ignoreInvalidURLs": False})
+    assert "nope" in error.message
+    assert len(checked) == 1_001
 
 
 def test_the_page_cache_options_map_to_the_contract():
