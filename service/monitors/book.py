@@ -35,6 +35,9 @@ class MonitorBook:
     min_interval: timedelta
     monitors: dict[str, Known] = field(default_factory=dict)
     ticks: dict[str, MonitorTick] = field(default_factory=dict)
+    recorded: dict[str, int] = field(default_factory=dict)
+    """Every monitor id with a record (usable or not), and its partition."""
+    tick_partitions: dict[str, int] = field(default_factory=dict)
 
     def monitor_record(self, partition: int, key: bytes | None, value: bytes | None) -> None:
         if key is None:
@@ -42,7 +45,9 @@ class MonitorBook:
         monitor_id = key.decode(errors="replace")
         if value is None:
             self.monitors.pop(monitor_id, None)  # a tombstone: deleted
+            self.recorded.pop(monitor_id, None)
             return
+        self.recorded[monitor_id] = partition
         try:
             record = MonitorRecord.model_validate_json(value)
             schedule = Schedule.of(
@@ -57,8 +62,12 @@ class MonitorBook:
             return
         self.monitors[monitor_id] = Known(record=record, schedule=schedule, partition=partition)
 
-    def tick_record(self, key: bytes | None, value: bytes | None) -> None:
-        if key is None or value is None:
+    def tick_record(self, partition: int, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            return
+        if value is None:  # a deleted monitor's tick
+            self.ticks.pop(key.decode(errors="replace"), None)
+            self.tick_partitions.pop(key.decode(errors="replace"), None)
             return
         try:
             tick = MonitorTick.model_validate_json(value)
@@ -71,13 +80,33 @@ class MonitorBook:
             current.produced,
         ):
             self.ticks[tick.monitor_id] = tick
+            self.tick_partitions[tick.monitor_id] = partition
+
+    def orphans(self, partition: int) -> list[str]:
+        """Monitor ids of the tick records on `partition` whose monitor has no record (it
+        was deleted): each is to be tombstoned (asked once the partition is read to its
+        end, so a record not read yet is no orphan)."""
+        return [
+            monitor_id
+            for monitor_id, at in self.tick_partitions.items()
+            if at == partition and monitor_id not in self.recorded
+        ]
+
+    def tick_deleted(self, monitor_id: str) -> None:
+        self.ticks.pop(monitor_id, None)
+        self.tick_partitions.pop(monitor_id, None)
 
     def forget(self, partitions: set[int]) -> None:
         """Drop what lives on partitions no longer owned."""
         for monitor_id, known in list(self.monitors.items()):
             if known.partition in partitions:
                 del self.monitors[monitor_id]
-                self.ticks.pop(monitor_id, None)
+        for monitor_id, partition in list(self.recorded.items()):
+            if partition in partitions:
+                del self.recorded[monitor_id]
+        for monitor_id, partition in list(self.tick_partitions.items()):
+            if partition in partitions:
+                self.tick_deleted(monitor_id)
 
     def on(self, partition: int) -> list[Known]:
         return [known for known in self.monitors.values() if known.partition == partition]

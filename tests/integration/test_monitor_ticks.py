@@ -71,7 +71,7 @@ def monitor(
     )
 
 
-async def send(topics: Topics, messages: list[tuple[str, str, bytes]]) -> None:
+async def send(topics: Topics, messages: list[tuple[str, str, bytes | None]]) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, acks="all")
     await producer.start()
     try:
@@ -187,7 +187,7 @@ async def test_a_half_fired_tick_is_finished_without_a_second_request(
     await wait_for_leaders(topics)
     weekly = ScheduleSpec(text="weekly")
     tick_at = datetime(2026, 11, 29, tzinfo=UTC)
-    messages: list[tuple[str, str, bytes]] = []
+    messages: list[tuple[str, str, bytes | None]] = []
     planned: dict[str, str] = {}
     for name, produced_before in (("m-done", True), ("m-lost", False)):
         record = monitor(name, site, weekly)
@@ -222,3 +222,58 @@ async def test_a_half_fired_tick_is_finished_without_a_second_request(
         for r in await read_all(topics, topics.monitor_ticks)
     ]
     assert {t.monitor_id for t in ticks if t.produced} == {"m-done", "m-lost"}
+
+
+async def last_ticks(topics: Topics) -> dict[str, bytes | None]:
+    """Per monitor id, the value of its last record on the ticks topic (None: a tombstone)."""
+    return {r.key.decode(): r.value for r in await read_all(topics, topics.monitor_ticks)}
+
+
+async def test_a_deleted_monitors_tick_record_is_tombstoned(
+    topics: Topics, site: TestSite, start_worker
+):
+    """A monitor deleted while its owner runs, and one deleted while no coordinator ran
+    (its tick record left behind): the last record of each on the compacted ticks topic is
+    a tombstone, so compaction drops them; a monitor still there keeps its tick."""
+    await ensure_topics(topics.settings())
+    await wait_for_leaders(topics)
+    tick_at = datetime(2026, 11, 29, tzinfo=UTC)
+    gone = monitor("m-gone", site, ScheduleSpec(text="weekly"))
+    left = MonitorTick(
+        monitor_id=gone.id,
+        scheduled_for=tick_at,
+        check_id=check_id(gone.id, tick_at),
+        requests=(),
+        produced=True,
+        fired_at=utc_now(),
+    )
+    await send(
+        topics,
+        [
+            (topics.monitors, gone.id, gone.model_dump_json().encode()),
+            (topics.monitor_ticks, gone.id, left.model_dump_json().encode()),
+            (topics.monitors, gone.id, None),
+        ],
+    )
+    worker = await start_worker("monitors-delete", **FAST)
+    live = monitor("m-live", site, ScheduleSpec(text=f"every {INTERVAL_S} seconds"))
+    kept = monitor("m-kept", site, ScheduleSpec(text=f"every {INTERVAL_S} seconds"))
+    await send(
+        topics,
+        [
+            (topics.monitors, live.id, live.model_dump_json().encode()),
+            (topics.monitors, kept.id, kept.model_dump_json().encode()),
+        ],
+    )
+    await wait_fired(worker, 2, deadline_s=60)
+    assert (await last_ticks(topics)).get(live.id) is not None
+    await send(topics, [(topics.monitors, live.id, None)])
+
+    async def tombstoned() -> bool:
+        last = await last_ticks(topics)
+        return last.get(live.id, b"") is None and last.get(gone.id, b"") is None
+
+    async with asyncio.timeout(60):
+        while not await tombstoned():
+            await asyncio.sleep(0.5)
+    assert (await last_ticks(topics))[kept.id] is not None

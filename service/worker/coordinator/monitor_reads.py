@@ -52,6 +52,11 @@ class MonitorReads:
         with contextlib.suppress(Exception):
             await stop_consumer(self._consumer, self._timeout_s)
 
+    def tick_partition(self, monitor_id: str) -> int:
+        """The ticks topic's partition of a monitor's tick record (the requests topic's
+        count, keyed by monitor id)."""
+        return partition_for(monitor_id, self._requests)
+
     def request_partition(self, request_id: str) -> int:
         return partition_for(request_id, self._requests)
 

@@ -131,7 +131,7 @@ class MonitorScheduler:
                 if tp.topic == self._settings.monitors_topic:
                     self._book.monitor_record(tp.partition, record.key, record.value)
                 else:
-                    self._book.tick_record(record.key, record.value)
+                    self._book.tick_record(tp.partition, record.key, record.value)
         assigned = {tp.partition for tp in self._reader.assignment()}
         for p in (assigned & self._wanted) - self._ready:
             tps = self._topic_partitions({p})
@@ -147,6 +147,12 @@ class MonitorScheduler:
                 if not self._owns(p):
                     break
                 await self._consider(known, now)
+            for monitor_id in self._book.orphans(p):
+                if not self._owns(p):
+                    break
+                await self._publisher.tombstone(self._settings.monitor_ticks_topic, monitor_id)
+                self._book.tick_deleted(monitor_id)
+                log.info("monitor.tick_deleted", monitor_id=monitor_id, partition=p)
 
     async def _consider(self, known: Known, now: datetime) -> None:
         record = known.record
@@ -254,6 +260,7 @@ class MonitorScheduler:
             tick.model_dump_json().encode(),
         )
         self._book.ticks[tick.monitor_id] = tick
+        self._book.tick_partitions[tick.monitor_id] = self._reads.tick_partition(tick.monitor_id)
 
 
 def _rule(target: MonitorTarget) -> Adaptive | None:

@@ -8,7 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from service.contracts import ChangeStatus, CrawlOptions, PageChange, PageResult
-from service.contracts_monitors import MonitorRecord, MonitorTarget, PlannedRequest, ScheduleSpec
+from service.contracts_monitors import (
+    MonitorRecord,
+    MonitorTarget,
+    MonitorTick,
+    PlannedRequest,
+    ScheduleSpec,
+)
 from service.monitors import (
     Adaptive,
     Fire,
@@ -289,6 +295,34 @@ def test_the_book_skips_unusable_records_and_follows_tombstones() -> None:
     assert [known.record.id for known in book.on(0)] == ["m1"]
     book.monitor_record(0, b"m1", None)
     assert book.on(0) == []
+
+
+def test_the_book_names_the_ticks_of_deleted_monitors() -> None:
+    """A tick whose monitor was tombstoned (or never read) is an orphan to tombstone; one
+    whose monitor is there, even unusable, is not; a tick tombstone forgets it."""
+    book = MonitorBook(min_interval=timedelta(seconds=60))
+    tick = MonitorTick(
+        monitor_id="m1",
+        scheduled_for=at("2026-12-03T10:05"),
+        check_id="c",
+        requests=(),
+        fired_at=at("2026-12-03T10:05"),
+    )
+    for monitor_id in ("m1", "m2", "m3"):
+        book.tick_record(
+            1,
+            monitor_id.encode(),
+            tick.model_copy(update={"monitor_id": monitor_id}).model_dump_json().encode(),
+        )
+    book.monitor_record(1, b"m1", monitor().model_dump_json().encode())
+    book.monitor_record(1, b"m2", b"{not json")
+    assert book.orphans(1) == ["m3"]
+    assert book.orphans(0) == []
+    book.monitor_record(1, b"m1", None)
+    assert sorted(book.orphans(1)) == ["m1", "m3"]
+    book.tick_record(1, b"m3", None)
+    assert book.orphans(1) == ["m1"]
+    assert "m3" not in book.ticks
 
 
 def result(url: str, status: ChangeStatus | None, *, ok: bool = True) -> PageResult:
