@@ -96,6 +96,8 @@ class PlannedRequest(BaseModel):
     target_id: str = ""
     results_offset: int = Field(default=0, ge=0)
     """Its results partition's end before it was produced (where its results start)."""
+    progress_offset: int = Field(default=0, ge=0)
+    """Its progress partition's end before it was produced (where its events start)."""
 
 
 class MonitorTick(BaseModel):
@@ -117,6 +119,20 @@ class MonitorTick(BaseModel):
     """Per adaptive target id: the tick it was last checked at."""
 
 
+class CheckPart(BaseModel):
+    """One request of a check as every request of it names them: the webhook dispatcher
+    sends the check's `monitor.check.completed` once each has ended, with the summary of
+    all their results."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_id: str
+    results_offset: int = Field(default=0, ge=0)
+    """Its results partition's end before it was produced."""
+    progress_offset: int = Field(default=0, ge=0)
+    """Its progress partition's end before it was produced."""
+
+
 class MonitorCheckMarker(BaseModel):
     """What a check request carries in `metadata.monitor`."""
 
@@ -131,3 +147,5 @@ class MonitorCheckMarker(BaseModel):
     results_offset: int = Field(default=0, ge=0)
     """The end of the request's results partition just before it was produced: its results
     are read from there."""
+    parts: tuple[CheckPart, ...] = Field(default=(), max_length=MAX_TARGETS)
+    """Every request of the check, this one included (empty: this one is the check)."""

@@ -122,7 +122,7 @@ async def _set_status(settings: Settings, record: MonitorRecord, status: str) ->
 
 async def _run(settings: Settings, record: MonitorRecord) -> str:
     async with CrawlClient(settings) as client:
-        check, _ = await run_by_hand(client, record, settings.results_topic)
+        check, _ = await run_by_hand(client, record, settings)
     return check
 
 

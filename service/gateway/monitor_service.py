@@ -108,7 +108,7 @@ class MonitorDesk:
         record = await self.find(monitor_id, tenant)
         await self._gateway.admit(tenant)
         client = self._gateway.client
-        check, requests = await run_by_hand(client, record, self._settings.results_topic)
+        check, requests = await run_by_hand(client, record, self._settings)
         for request in requests:
             self._gateway.monitors.request(request.request_id, request.metadata, utc_now())
         return self._gateway.monitors.checks[check]

@@ -41,6 +41,7 @@ class MonitorReads:
         self._settings = settings
         self._requests = counts[settings.requests_topic]
         self._results = counts[settings.results_topic]
+        self._progress = counts[settings.progress_topic]
         self._timeout_s = settings.kafka_timeout.total_seconds()
         self._consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
 
@@ -67,6 +68,10 @@ class MonitorReads:
     async def results_ends(self, request_ids: Collection[str]) -> dict[str, int]:
         """Per request id, the end of its results partition now (where its results start)."""
         return await self._ends(self._settings.results_topic, self._results, request_ids)
+
+    async def progress_ends(self, request_ids: Collection[str]) -> dict[str, int]:
+        """Per request id, the end of its progress partition now (where its events start)."""
+        return await self._ends(self._settings.progress_topic, self._progress, request_ids)
 
     async def _ends(self, topic: str, count: int, ids: Collection[str]) -> dict[str, int]:
         tps = {rid: TopicPartition(topic, partition_for(rid, count)) for rid in ids}

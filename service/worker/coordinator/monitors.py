@@ -181,6 +181,7 @@ class MonitorScheduler:
         ids = [r.request_id for r in requests]
         request_ends = await self._reads.request_ends(ids)
         results_ends = await self._reads.results_ends(ids)
+        progress_ends = await self._reads.progress_ends(ids)
         targets = {request_id_of(check, i): t.id for i, t in enumerate(record.targets)}
         planned = tuple(
             PlannedRequest(
@@ -189,6 +190,7 @@ class MonitorScheduler:
                 offset_before=request_ends[rid],
                 target_id=targets[rid],
                 results_offset=results_ends[rid],
+                progress_offset=progress_ends[rid],
             )
             for rid in ids
         )
@@ -228,13 +230,16 @@ class MonitorScheduler:
     async def _finish(self, known: Known, tick: MonitorTick) -> None:
         """Produce the requests of `tick` its partitions do not hold yet; mark it produced."""
         found = await self._reads.present(tick.requests)
-        absent = {p.request_id: p.results_offset for p in missing(tick.requests, found)}
+        absent = {p.request_id for p in missing(tick.requests, found)}
+        targets = {p.target_id for p in tick.requests}
         requests = check_requests(
             known.record,
             tick.check_id,
             trigger="scheduled",
             scheduled_for=tick.scheduled_for,
-            results_offsets=absent,
+            results_offsets={p.request_id: p.results_offset for p in tick.requests},
+            progress_offsets={p.request_id: p.progress_offset for p in tick.requests},
+            only=None if "" in targets else targets,
         )
         requests = [r for r in requests if r.request_id in absent]
         for request in requests:

@@ -9,11 +9,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from service.contracts import EventType, PageChange, PageResult, ProgressEvent
+from service.contracts_monitors import (
+    MonitorCheckMarker,
+    MonitorRecord,
+    MonitorTarget,
+    ScheduleSpec,
+)
 from service.gateway import monitor_bodies as bodies
 from service.gateway.errors import ApiError
 from service.gateway.mapping import Limits
 from service.gateway.monitor_view import MonitorView
-from service.monitors import Summary
+from service.monitors import Summary, check_requests
 from service.webhooks import monitor_events
 
 LIMITS = Limits(max_urls=100, max_crawl_pages=10_000, max_pages_per_host=4)
@@ -185,8 +191,61 @@ def test_monitor_webhook_bodies() -> None:
         "c",
         {"team": "x"},
     )
-    end = event("c.0", EventType.COMPLETED, 2)
-    done = monitor_events.check_event(end, marker, Summary(new=2), Config())
+    done = monitor_events.check_event(marker, "completed", Summary(new=2), Config())
     assert done.body["type"] == "monitor.check.completed"
-    assert done.body["data"]["summary"]["totalPages"] == 2
+    assert done.body["eventId"] == "c:completed"
+    [data] = done.body["data"]
+    assert (data["checkId"], data["monitorId"], data["status"]) == ("c", "m", "completed")
+    assert data["summary"]["totalPages"] == 2
+    assert done.body["success"]
     assert monitor_events.marker_of(event("plain", EventType.COMPLETED, 1)) is None
+
+
+def test_a_check_ends_once_every_request_of_it_has_ended() -> None:
+    """A check of several requests has no status while one runs; then `completed` when
+    each completed, `failed` when each failed, `partial` otherwise. A marker naming no parts
+    (an older one) is a check of its own request."""
+    ended, failed = EventType.COMPLETED, EventType.FAILED
+    assert monitor_events.check_status({"c.0": ended, "c.1": None}) is None
+    assert monitor_events.check_status({"c.0": ended, "c.1": ended}) == "completed"
+    assert monitor_events.check_status({"c.0": failed, "c.1": EventType.EXPIRED}) == "failed"
+    assert monitor_events.check_status({"c.0": ended, "c.1": failed}) == "partial"
+    end = event("c.0", EventType.COMPLETED, 2)
+    marker = MonitorCheckMarker(
+        monitor_id="m", check_id="c", target_id="t0", trigger="manual", results_offset=7
+    )
+    [part] = monitor_events.parts_of(marker, end)
+    assert (part.request_id, part.results_offset) == ("c.0", 7)
+
+
+def test_each_request_of_a_check_names_every_request_of_it() -> None:
+    """The webhook dispatcher finds the check's other requests in any one's marker."""
+    now = datetime(2026, 12, 3, tzinfo=UTC)
+    record = MonitorRecord(
+        id="m",
+        name="m",
+        schedule=ScheduleSpec(text="hourly"),
+        targets=tuple(
+            MonitorTarget(id=f"t{i}", type="scrape", urls=(f"https://e.example/{i}",))
+            for i in range(3)
+        ),
+        tag="monitor:m",
+        created_at=now,
+        updated_at=now,
+        schedule_since=now,
+    )
+    requests = check_requests(
+        record,
+        "c",
+        trigger="scheduled",
+        scheduled_for=now,
+        results_offsets={"c.0": 5, "c.2": 9},
+        progress_offsets={"c.2": 4},
+        only={"t0", "t2"},
+    )
+    for request in requests:
+        marker = MonitorCheckMarker.model_validate(request.metadata["monitor"])
+        assert [(p.request_id, p.results_offset, p.progress_offset) for p in marker.parts] == [
+            ("c.0", 5, 0),
+            ("c.2", 9, 4),
+        ]
