@@ -82,6 +82,9 @@ class MonitorRecord(BaseModel):
     schedule_since: Timestamp
     """When its schedule last took effect (created, rescheduled, resumed): no earlier tick
     fires."""
+    sig: str | None = Field(default=None, max_length=128)
+    """The gateway's signature of the record (`CRAWL_GATEWAY_SECRET`, over every other
+    field): a record naming a tenant without it is no tenant's and does not fire."""
 
 
 class PlannedRequest(BaseModel):
@@ -149,3 +152,6 @@ class MonitorCheckMarker(BaseModel):
     are read from there."""
     parts: tuple[CheckPart, ...] = Field(default=(), max_length=MAX_TARGETS)
     """Every request of the check, this one included (empty: this one is the check)."""
+    sig: str | None = Field(default=None, max_length=128)
+    """The signature over the request id and this marker (`CRAWL_GATEWAY_SECRET`, as a
+    gateway job's marker): without it the request is no check of any monitor."""

@@ -17,6 +17,7 @@ from service.messaging.metadata import partitions_of
 from service.messaging.topics import partition_for
 from service.monitors.manual import run_by_hand
 from service.monitors.schedule import Schedule
+from service.monitors.signing import signed_record
 from service.monitors.summary import Summary, summarise
 
 if TYPE_CHECKING:
@@ -177,6 +178,7 @@ class MonitorDesk:
         return webhook
 
     async def _put(self, record: MonitorRecord) -> MonitorRecord:
+        record = signed_record(self._gateway.secret, record)
         await self._gateway.monitor_writer.put(record)
         self._gateway.monitors.monitors[record.id] = record
         return record

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from service.contracts import EventType
-from service.contracts_monitors import METADATA_KEY, MonitorCheckMarker, MonitorRecord
+from service.contracts_monitors import METADATA_KEY, MonitorRecord
+from service.monitors.signing import authentic_marker, record_authentic
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -71,6 +72,10 @@ class Check:
 
 @dataclass(slots=True)
 class MonitorView:
+    """Monitors whose tenant is signed with `secret` (the gateway's marker key), and the
+    checks whose requests' markers are."""
+
+    secret: bytes = b""
     monitors: dict[str, MonitorRecord] = field(default_factory=dict)
     checks: dict[str, Check] = field(default_factory=dict)
     _by_request: dict[str, str] = field(default_factory=dict)
@@ -85,16 +90,16 @@ class MonitorView:
             record = MonitorRecord.model_validate_json(value)
         except ValidationError:
             return
-        self.monitors[record.id] = record
+        if record_authentic(self.secret, record):
+            self.monitors[record.id] = record
+        else:  # a producer's record naming a tenant: no tenant's monitor
+            self.monitors.pop(record.id, None)
 
     def request(self, request_id: str, metadata: dict[str, Any], at: datetime) -> None:
-        """A request read from the requests topic: a check's when it carries a marker."""
-        raw = metadata.get(METADATA_KEY)
-        if not isinstance(raw, dict):
-            return
-        try:
-            marker = MonitorCheckMarker.model_validate(raw)
-        except ValidationError:
+        """A request read from the requests topic: a check's when it carries a marker signed
+        with the gateway's key (a producer's marker adds no check to any monitor)."""
+        marker = authentic_marker(self.secret, request_id, metadata, METADATA_KEY)
+        if marker is None:
             return
         check = self.checks.setdefault(
             marker.check_id,

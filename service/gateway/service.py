@@ -24,13 +24,13 @@ from service.gateway.jobs import MARKER_KEY, JobKind, JobMarker, JobStatus, JobV
 from service.gateway.keys import BEARER, CONCURRENCY_RETRY_AFTER_S, KeyEntry, KeyRing, admit
 from service.gateway.maplinks import map_links
 from service.gateway.mapping import Limits
-from service.gateway.marker_auth import marker_secret, sealed
 from service.gateway.metrics import GatewayMetrics
 from service.gateway.monitor_view import MonitorView
 from service.gateway.results import Page, ResultReader
 from service.gateway.view_reader import ViewReader
 from service.monitors.writer import MonitorWriter
 from service.net.policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
+from service.sealing.marker_auth import marker_secret, sealed
 from service.sealing.targets import Sealer
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class Gateway:
         cannot both pass a limit the first one fills."""
         self._stack = AsyncExitStack()
         self._client = CrawlClient(settings)
-        self.monitors = MonitorView()
+        self.monitors = MonitorView(secret=self.secret)
         """Monitors and their checks (`monitor_service.py` answers for them)."""
         self.monitor_writer = MonitorWriter(settings)
         self._reader = ViewReader(settings, self.view, self.monitors)

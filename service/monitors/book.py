@@ -4,18 +4,24 @@ last fired ticks, folded from the two compacted topics. Pure (the scheduler feed
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import structlog
 from pydantic import ValidationError
 
 from service.contracts_monitors import MonitorRecord, MonitorTick
 from service.monitors.schedule import Schedule, ScheduleError
+from service.monitors.signing import record_authentic
 
 if TYPE_CHECKING:
     from datetime import timedelta
 
 log = structlog.get_logger(__name__)
+
+UNSIGNED: Final = (
+    "the record names a tenant but is not signed with the gateway's key: written by a "
+    "producer, or this worker's CRAWL_GATEWAY_SECRET (or keys file) is not the gateway's"
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +39,8 @@ class MonitorBook:
     (its monitor does not fire) without stopping the others."""
 
     min_interval: timedelta
+    secret: bytes
+    """The gateway's marker key: a record naming a tenant must be signed with it."""
     monitors: dict[str, Known] = field(default_factory=dict)
     ticks: dict[str, MonitorTick] = field(default_factory=dict)
     recorded: dict[str, int] = field(default_factory=dict)
@@ -57,10 +65,16 @@ class MonitorBook:
             )
             schedule.check_interval(self.min_interval.total_seconds(), record.created_at)
         except (ValidationError, ScheduleError, ValueError) as exc:
-            log.warning("monitor.unusable", monitor_id=monitor_id, error=str(exc)[:500])
-            self.monitors.pop(monitor_id, None)
+            self._unusable(monitor_id, str(exc))
+            return
+        if not record_authentic(self.secret, record):
+            self._unusable(monitor_id, UNSIGNED)
             return
         self.monitors[monitor_id] = Known(record=record, schedule=schedule, partition=partition)
+
+    def _unusable(self, monitor_id: str, error: str) -> None:
+        log.warning("monitor.unusable", monitor_id=monitor_id, error=error[:500])
+        self.monitors.pop(monitor_id, None)
 
     def tick_record(self, partition: int, key: bytes | None, value: bytes | None) -> None:
         if key is None:

@@ -14,6 +14,7 @@ from service.contracts_monitors import (
     MonitorRecord,
 )
 from service.contracts_webhook import WEBHOOK_KEY
+from service.monitors.signing import signed_marker
 from service.monitors.ticks import request_id_of
 
 MONITOR_HOOKS: Final = {"monitor.page": "page", "monitor.check.completed": "completed"}
@@ -37,12 +38,14 @@ def check_requests(
     results_offsets: Mapping[str, int] | None = None,
     progress_offsets: Mapping[str, int] | None = None,
     only: Collection[str] | None = None,
+    secret: bytes,
 ) -> list[CrawlRequest]:
     """The requests of check `check` of `monitor`, in target order, each page fetched
     afresh (`max_age_ms` 0: a check looks at the page, never at the cache) (`results_offsets`,
     `progress_offsets`: per request id, where its results and progress partitions end
     before it is produced; `only`: the target ids checked, when not all: a request keeps its
-    target's index in its id). Each request's marker names every request of the check."""
+    target's index in its id). Each request's marker names every request of the check and
+    is signed with `secret` (the gateway's marker key: `monitors/signing.py`)."""
     included = [
         (index, target)
         for index, target in enumerate(monitor.targets)
@@ -70,7 +73,8 @@ def check_requests(
             results_offset=(results_offsets or {}).get(request_id_of(check, index), 0),
             parts=parts,
         )
-        metadata: dict[str, JsonValue] = {METADATA_KEY: marker.model_dump(mode="json")}
+        request_id = request_id_of(check, index)
+        metadata: dict[str, JsonValue] = {METADATA_KEY: signed_marker(secret, request_id, marker)}
         if monitor.tenant is not None:
             metadata["tenant"] = monitor.tenant
         if monitor.webhook is not None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from service.monitors.checks import check_requests
 from service.monitors.ticks import manual_check_id
+from service.sealing.marker_auth import marker_secret
 
 if TYPE_CHECKING:
     from service.client import CrawlClient
@@ -21,9 +22,12 @@ async def run_by_hand(
 ) -> tuple[str, list[CrawlRequest]]:
     """Produce a manual check of `record`; returns its id and the requests produced."""
     results_topic, progress_topic = settings.results_topic, settings.progress_topic
+    secret = marker_secret(settings)
     check = manual_check_id(record.id, uuid.uuid4().hex)
     results, progress = {}, {}
-    for request in check_requests(record, check, trigger="manual", scheduled_for=None):
+    for request in check_requests(
+        record, check, trigger="manual", scheduled_for=None, secret=secret
+    ):
         positions = await client.output_positions(request.request_id)
         results[request.request_id] = positions[results_topic][1]
         progress[request.request_id] = positions[progress_topic][1]
@@ -34,6 +38,7 @@ async def run_by_hand(
         scheduled_for=None,
         results_offsets=results,
         progress_offsets=progress,
+        secret=secret,
     )
     for request in requests:
         await client.submit(

@@ -19,12 +19,12 @@ from aiokafka.errors import KafkaError
 
 from service.gateway.documents import document
 from service.gateway.keys import KeyRing
-from service.gateway.marker_auth import marker_secret
 from service.gateway.options import ScrapeChoices
 from service.health import HealthServer
 from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.monitors.summary import summarise
+from service.sealing.marker_auth import marker_secret
 from service.sealing.targets import Sealer, SigningKeys
 from service.webhooks import monitor_events
 from service.webhooks.check_runs import CheckRuns

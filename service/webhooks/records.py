@@ -11,11 +11,13 @@ import structlog
 from pydantic import ValidationError
 
 from service.contracts import ProgressEvent, utc_now
+from service.contracts_monitors import METADATA_KEY
 from service.contracts_webhook import WebhookConfig
 from service.gateway.jobs import MARKER_KEY, JobMarker
+from service.monitors.signing import authentic_marker
 from service.sealing.targets import TargetError
 from service.webhooks.metrics import SkipReason
-from service.webhooks.monitor_events import marker_of, monitor_hook
+from service.webhooks.monitor_events import monitor_hook
 from service.webhooks.payloads import hook_of
 
 if TYPE_CHECKING:
@@ -118,7 +120,7 @@ class Records:
             self._metrics.events.labels("expired").inc()
             self._expired(event)
             return None
-        check = marker_of(event)
+        check = self._check(event)
         asked = hook_of(event, target) if check is None else monitor_hook(event, target)
         return Planned(event=event, hook=asked, target=target, marker=marker, check=check)
 
@@ -134,6 +136,17 @@ class Records:
         ):
             raise _Skip(SkipReason.MARKER, "the job marker names no place in the results topic")
         return marker
+
+    def _check(self, event: ProgressEvent) -> MonitorCheckMarker | None:
+        """The monitor check the event's request is, when its marker is authentic."""
+        if event.request_metadata.get(METADATA_KEY) is None:
+            return None
+        check = authentic_marker(
+            self._marker_secret, event.request_id, event.request_metadata, METADATA_KEY
+        )
+        if check is None:
+            raise _Skip(SkipReason.MARKER, "the monitor check marker is not signed")
+        return check
 
     def _skipped(
         self, record: Record, reason: SkipReason, detail: str, *, logged: bool = False

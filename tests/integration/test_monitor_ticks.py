@@ -26,6 +26,7 @@ from service.contracts_monitors import (
 )
 from service.messaging.topics import ensure_topics, partition_for
 from service.monitors import Schedule, check_id, check_requests
+from service.sealing.marker_auth import marker_secret
 
 if TYPE_CHECKING:
     from harness import Topics
@@ -189,10 +190,13 @@ async def test_a_half_fired_tick_is_finished_without_a_second_request(
     tick_at = datetime(2026, 11, 29, tzinfo=UTC)
     messages: list[tuple[str, str, bytes | None]] = []
     planned: dict[str, str] = {}
+    secret = marker_secret(topics.settings())
     for name, produced_before in (("m-done", True), ("m-lost", False)):
         record = monitor(name, site, weekly)
         check = check_id(name, tick_at)
-        [request] = check_requests(record, check, trigger="scheduled", scheduled_for=tick_at)
+        [request] = check_requests(
+            record, check, trigger="scheduled", scheduled_for=tick_at, secret=secret
+        )
         partition = partition_for(request.request_id, PARTITIONS)
         intent = MonitorTick(
             monitor_id=name,

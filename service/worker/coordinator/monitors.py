@@ -25,6 +25,7 @@ from service.monitors.adaptive import Adaptive, TargetPlan, plan_targets
 from service.monitors.book import Known, MonitorBook
 from service.monitors.checks import check_requests
 from service.monitors.ticks import Fire, check_id, decide, missing, request_id_of
+from service.sealing.marker_auth import marker_secret
 from service.worker.coordinator.monitor_reads import MonitorReads
 
 if TYPE_CHECKING:
@@ -55,7 +56,9 @@ class MonitorScheduler:
         self._settings = settings
         self._publisher = publisher
         self._owns = owns
-        self._book = MonitorBook(min_interval=settings.monitor_min_interval)
+        self._secret = marker_secret(settings)
+        """The gateway's marker key: tenants' records are checked with it, checks signed."""
+        self._book = MonitorBook(min_interval=settings.monitor_min_interval, secret=self._secret)
         self._reader = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
         self._reads = MonitorReads(settings, counts)
         self._wanted: set[int] = set()
@@ -176,7 +179,12 @@ class MonitorScheduler:
         plan = await self._targets(record, previous, scheduled_for)
         check = check_id(record.id, scheduled_for)
         requests = check_requests(
-            record, check, trigger="scheduled", scheduled_for=scheduled_for, only=plan.included
+            record,
+            check,
+            trigger="scheduled",
+            scheduled_for=scheduled_for,
+            only=plan.included,
+            secret=self._secret,
         )
         ids = [r.request_id for r in requests]
         request_ends = await self._reads.request_ends(ids)
@@ -240,6 +248,7 @@ class MonitorScheduler:
             results_offsets={p.request_id: p.results_offset for p in tick.requests},
             progress_offsets={p.request_id: p.progress_offset for p in tick.requests},
             only=None if "" in targets else targets,
+            secret=self._secret,
         )
         requests = [r for r in requests if r.request_id in absent]
         for request in requests:

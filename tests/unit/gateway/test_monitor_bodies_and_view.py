@@ -20,6 +20,8 @@ from service.gateway.errors import ApiError
 from service.gateway.mapping import Limits
 from service.gateway.monitor_view import MonitorView
 from service.monitors import Summary, check_requests
+from service.monitors.signing import authentic_marker, signed_record
+from service.sealing.marker_auth import sealed
 from service.webhooks import monitor_events
 
 LIMITS = Limits(max_urls=100, max_crawl_pages=10_000, max_pages_per_host=4)
@@ -110,15 +112,52 @@ def event(request_id: str, kind: EventType, seq: int) -> ProgressEvent:
     )
 
 
+SECRET = b"gateway-marker-key"
+
+
+def test_a_check_marker_or_a_tenants_record_not_signed_with_the_gateways_key_is_ignored() -> None:
+    """A producer's request naming a monitor adds no check to it, nor does a marker signed
+    for another request id; a record naming a tenant counts only when the gateway signed
+    it, and a signed record changed by a producer is no longer that tenant's."""
+    view = MonitorView(secret=SECRET)
+    marker = {"monitor_id": "m", "check_id": "c", "target_id": "t0", "trigger": "manual"}
+    view.request("c.0", {"monitor": marker}, NOW)
+    view.request("c.1", {"monitor": sealed(SECRET, "c.0", marker)}, NOW)
+    view.request("c.2", {"monitor": sealed(b"another key", "c.2", marker)}, NOW)
+    assert view.checks == {}
+    record = signed_record(SECRET, tenant_record())
+    view.monitor_record(b"m", record.model_dump_json().encode())
+    assert view.of_tenant("acme", open_gateway=False) == [record]
+    moved = record.model_copy(update={"targets": tenant_record("https://evil.example/").targets})
+    view.monitor_record(b"m", moved.model_dump_json().encode())
+    assert view.of_tenant("acme", open_gateway=False) == []
+    view.monitor_record(b"m", tenant_record().model_dump_json().encode())
+    assert view.monitors == {}
+
+
+def tenant_record(url: str = "https://e.example/") -> MonitorRecord:
+    return MonitorRecord(
+        id="m",
+        name="m",
+        tenant="acme",
+        schedule=ScheduleSpec(text="hourly"),
+        targets=(MonitorTarget(id="t0", type="scrape", urls=(url,)),),
+        tag="monitor:m",
+        created_at=NOW,
+        updated_at=NOW,
+        schedule_since=NOW,
+    )
+
+
 def test_the_view_folds_check_requests_and_their_runs() -> None:
     """A check's state follows its requests' runs: queued, running, then completed (or
     partial when one target failed); a copy of a request record counts once."""
-    view = MonitorView()
+    view = MonitorView(secret=SECRET)
     marker = {"monitor_id": "m", "check_id": "c", "target_id": "t0", "trigger": "manual"}
-    view.request("c.0", {"monitor": marker}, NOW)
-    view.request("c.1", {"monitor": marker | {"target_id": "t1"}}, NOW)
-    view.request("c.0", {"monitor": marker}, NOW)
-    view.request("other", {"monitor": {"broken": True}}, NOW)
+    view.request("c.0", {"monitor": sealed(SECRET, "c.0", marker)}, NOW)
+    view.request("c.1", {"monitor": sealed(SECRET, "c.1", marker | {"target_id": "t1"})}, NOW)
+    view.request("c.0", {"monitor": sealed(SECRET, "c.0", marker)}, NOW)
+    view.request("other", {"monitor": sealed(SECRET, "other", {"broken": True})}, NOW)
     check = view.checks["c"]
     assert (check.state, len(check.requests)) == ("queued", 2)
     view.progressed(event("c.0", EventType.ACCEPTED, 0))
@@ -242,9 +281,11 @@ def test_each_request_of_a_check_names_every_request_of_it() -> None:
         results_offsets={"c.0": 5, "c.2": 9},
         progress_offsets={"c.2": 4},
         only={"t0", "t2"},
+        secret=SECRET,
     )
     for request in requests:
-        marker = MonitorCheckMarker.model_validate(request.metadata["monitor"])
+        marker = authentic_marker(SECRET, request.request_id, request.metadata, "monitor")
+        assert marker is not None
         assert [(p.request_id, p.results_offset, p.progress_offset) for p in marker.parts] == [
             ("c.0", 5, 0),
             ("c.2", 9, 4),

@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from service.contracts import EventType, ProgressEvent
 from service.contracts_webhook import WebhookConfig
-from service.gateway.marker_auth import sealed
+from service.sealing.marker_auth import sealed
 from service.sealing.seal import derive
 from service.sealing.targets import Sealer
 from service.webhooks.metrics import WebhookMetrics
