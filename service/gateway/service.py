@@ -105,6 +105,11 @@ class Gateway:
         await self._stack.aclose()
 
     @property
+    def sealer(self) -> Sealer:
+        """Seals webhook targets with their tenant (jobs' and monitors')."""
+        return self._sealer
+
+    @property
     def client(self) -> CrawlClient:
         return self._client
 

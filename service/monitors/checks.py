@@ -94,7 +94,10 @@ def check_requests(
 
 
 def _hooked(webhook: dict[str, JsonValue]) -> dict[str, JsonValue]:
-    """The monitor's webhook as a request's `metadata.webhook` (its events as hooks)."""
+    """The monitor's webhook as a request's `metadata.webhook` (its events as hooks); one
+    the gateway sealed already names hooks, and goes as it is."""
+    if "sealed" in webhook:
+        return webhook
     events = webhook.get("events")
     named = events if isinstance(events, list) else list(MONITOR_HOOKS)
     hooks: list[JsonValue] = [

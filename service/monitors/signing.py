@@ -25,6 +25,12 @@ RECORD_SCOPE: Final = "monitor:"
 check marker's."""
 
 
+def webhook_job(monitor_id: str) -> str:
+    """What a monitor's sealed webhook is bound to (a job's is bound to its request id): the
+    dispatcher opens it only for an authentic check of that monitor."""
+    return RECORD_SCOPE + monitor_id
+
+
 def _signed_body(record: MonitorRecord) -> dict[str, Any]:
     return record.model_dump(mode="json", exclude={"sig"})
 

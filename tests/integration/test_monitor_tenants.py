@@ -12,9 +12,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from firecrawl import Firecrawl
+from gateway import DispatcherProcess
+from waiting import until
+from webhook_receiver import receiving
 
 from service.contracts import CrawlRequest, dump_request, utc_now
 from service.contracts_monitors import MonitorRecord, MonitorTarget, ScheduleSpec
+from service.webhooks import verify
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -22,6 +26,7 @@ if TYPE_CHECKING:
     from firecrawl.v2.types import MonitorCheck
     from harness import Topics
     from testsite import TestSite
+    from webhook_receiver import Delivery
 
 pytestmark = pytest.mark.integration
 
@@ -152,3 +157,52 @@ async def test_a_producer_forges_neither_a_tenants_check_nor_its_monitor(
     assert fired == {monitor.id}
     unusable = {e["monitor_id"] for e in worker.events() if e.get("event") == "monitor.unusable"}
     assert "forged-m" in unusable
+
+
+ACME_WEBHOOK_SECRET = "acme-webhook-secret-0123"  # noqa: S105 - a test key
+
+SHARED_WEBHOOK_SECRET = "shared-webhook-secret-01"  # noqa: S105 - a test key
+
+
+async def test_a_tenants_monitor_webhooks_are_signed_with_its_own_secret(
+    topics: Topics, site: TestSite, start_worker, start_gateway, tmp_path
+):
+    """A keyed gateway whose tenant has a `webhook_secret`: the events of its monitor's
+    check (`monitor.page`, `monitor.check.completed`) are signed with that secret, not the
+    shared `CRAWL_WEBHOOK_SECRET`; the monitor shows its webhook's URL, not a sealed token."""
+    async with receiving() as receiver:
+        allowed = f"127.0.0.1:{site.port},{receiver.target}"
+        env = keyed(tmp_path, webhook_secret=ACME_WEBHOOK_SECRET) | {
+            "CRAWL_ALLOWED_HOSTS": allowed,
+            "CRAWL_WEBHOOK_SECRET": SHARED_WEBHOOK_SECRET,
+        }
+        await start_worker("worker", **env)
+        gateway = await start_gateway(**env)
+        dispatcher = DispatcherProcess(topics.env(**env), tmp_path / "d.log", "d")
+        await dispatcher.start()
+        try:
+            acme = Firecrawl(api_key=ACME_KEY, api_url=gateway.url)
+            monitor = await asyncio.to_thread(
+                acme.create_monitor,
+                "acme's",
+                {"cron": "0 0 1 1 *"},  # yearly: only the check run by hand here
+                [{"type": "scrape", "urls": [site.url("/page/1")]}],
+                webhook={"url": receiver.url(), "metadata": {"team": "acme"}},
+            )
+            assert monitor.webhook is not None
+            assert monitor.webhook["url"] == receiver.url()
+            assert "sealed" not in monitor.webhook
+            check = await asyncio.to_thread(acme.run_monitor, monitor.id)
+
+            def sent(kind: str) -> list[Delivery]:
+                return [d for d in receiver.of(check.id) if d.type == kind]
+
+            await until(lambda: sent("monitor.check.completed"), DEADLINE_S, every_s=0.2)
+        finally:
+            await dispatcher.close()
+    deliveries = sent("monitor.page") + sent("monitor.check.completed")
+    assert len(sent("monitor.page")) == 1
+    for delivery in deliveries:
+        signature = delivery.headers["X-Firecrawl-Signature"]
+        assert verify(ACME_WEBHOOK_SECRET, delivery.raw, signature)
+        assert not verify(SHARED_WEBHOOK_SECRET, delivery.raw, signature)
