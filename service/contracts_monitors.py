@@ -103,6 +103,26 @@ class PlannedRequest(BaseModel):
     """Its progress partition's end before it was produced (where its events start)."""
 
 
+MAX_SKIPPED: Final = 100
+"""Skipped ticks a tick record keeps (the newest): the gateway lists them as checks."""
+
+
+class SkippedCheck(BaseModel):
+    """A tick that fell while the monitor's previous check still ran: a check with status
+    `skipped_overlap` that produced no request (Firecrawl's)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    monitor_id: MonitorId
+    check_id: str
+    scheduled_for: Timestamp
+    at: Timestamp
+    """When the owner skipped it."""
+    tenant: str | None = None
+    sig: str | None = Field(default=None, max_length=128)
+    """Signed as a check marker (`CRAWL_GATEWAY_SECRET`): the gateway lists only these."""
+
+
 class MonitorTick(BaseModel):
     """The last tick a monitor's owner fired, keyed by monitor id on the compacted ticks
     topic: first its intent (`produced` false), then the same tick `produced`."""
@@ -120,6 +140,10 @@ class MonitorTick(BaseModel):
     """Per adaptive target id: its interval in seconds after this tick."""
     checked: dict[str, Timestamp] = Field(default_factory=dict)
     """Per adaptive target id: the tick it was last checked at."""
+    skipped: tuple[SkippedCheck, ...] = Field(default=(), max_length=MAX_SKIPPED)
+    """The newest ticks skipped because the previous check still ran. After a skip,
+    `scheduled_for` is the skipped tick while `check_id` and `requests` stay the running
+    check's (the next tick looks at it again)."""
 
 
 class CheckPart(BaseModel):

@@ -137,14 +137,15 @@ class Gateway:
 
     async def admit(self, tenant: str) -> None:
         """429 with `Retry-After` when the tenant is over a limit, counted over every replica:
-        the view first reads the requests and progress topics up to their ends."""
+        the view first reads the requests and progress topics up to their ends. Each check
+        of the tenant's monitors still running counts as one of its jobs."""
         entry = self.entry_of(tenant)
         if entry is None:
             return
         await self._reader.caught_up_all()
         verdict = admit(
             entry,
-            active=len(self.view.active(tenant=tenant)),
+            active=len(self.view.active(tenant=tenant)) + self.monitors.running_checks(tenant),
             recent_pages=self.view.recent_pages(tenant),
             now=utc_now(),
         )

@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import ValidationError
 
-from service.contracts_monitors import MonitorCheckMarker, MonitorRecord
+from service.contracts_monitors import MonitorCheckMarker, MonitorRecord, SkippedCheck
 from service.sealing.marker_auth import sealed, sign_marker, verified, verify_marker
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+SKIP_SCOPE: Final = "skipped:"
+"""Prefixed to a skipped check's id where it is signed."""
 
 RECORD_SCOPE: Final = "monitor:"
 """Prefixed to a monitor's id where a request id is signed: a record's signature is never a
@@ -67,3 +70,14 @@ def authentic_marker(
         return MonitorCheckMarker.model_validate(raw)
     except ValidationError:
         return None
+
+
+def signed_skip(secret: bytes, skip: SkippedCheck) -> SkippedCheck:
+    """A skipped check as its owner records it."""
+    body = skip.model_dump(mode="json", exclude={"sig"})
+    return skip.model_copy(update={"sig": sign_marker(secret, SKIP_SCOPE + skip.check_id, body)})
+
+
+def skip_authentic(secret: bytes, skip: SkippedCheck) -> bool:
+    body = skip.model_dump(mode="json", exclude={"sig"})
+    return verify_marker(secret, SKIP_SCOPE + skip.check_id, body, skip.sig)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from firecrawl import Firecrawl
+from firecrawl.v2.utils.error_handler import FirecrawlError
 from gateway import DispatcherProcess
 from waiting import until
 from webhook_receiver import receiving
@@ -150,8 +151,9 @@ async def test_a_producer_forges_neither_a_tenants_check_nor_its_monitor(
 
     assert {c.trigger for c in checks} == {"scheduled"}
     assert "forged" not in {c.id for c in checks}
-    for check in checks:
-        assert [r.expected_jobs for r in check.target_results or []] == [[f"{check.id}.0"]]
+    for check in checks:  # no fetcher: the first check runs on, later ticks are skipped
+        requests = [] if check.status == "skipped_overlap" else [[f"{check.id}.0"]]
+        assert [r.expected_jobs for r in check.target_results or []] == requests
     assert [m.id for m in await asyncio.to_thread(acme.list_monitors)] == [monitor.id]
     fired = {e["monitor_id"] for e in worker.events() if e.get("event") == "monitor.fired"}
     assert fired == {monitor.id}
@@ -206,3 +208,33 @@ async def test_a_tenants_monitor_webhooks_are_signed_with_its_own_secret(
         signature = delivery.headers["X-Firecrawl-Signature"]
         assert verify(ACME_WEBHOOK_SECRET, delivery.raw, signature)
         assert not verify(SHARED_WEBHOOK_SECRET, delivery.raw, signature)
+
+
+async def test_a_tick_while_the_previous_check_runs_is_skipped_and_a_check_is_a_job(
+    topics: Topics, site: TestSite, start_worker, start_gateway, tmp_path
+):
+    """`every 4 seconds` with a coordinator and no fetcher, so the first check never ends:
+    each later tick is listed as a `skipped_overlap` check without requests, and the
+    requests topic holds the first check's request only. The running check counts as one
+    of the tenant's jobs: with `max_concurrent_jobs` 1, running the monitor by hand is a
+    429."""
+    env = keyed(tmp_path, max_concurrent_jobs=1)
+    await start_worker("coordinator", CRAWL_ROLE="coordinator", **env)
+    gateway = await start_gateway(**env)
+    acme = Firecrawl(api_key=ACME_KEY, api_url=gateway.url)
+    target = [{"type": "scrape", "urls": [site.url("/page/1")]}]
+    monitor = await asyncio.to_thread(
+        acme.create_monitor, "acme's", {"text": "every 4 seconds"}, target
+    )
+    checks = await checks_of(acme, monitor.id, 3)
+
+    first, *later = sorted(checks, key=lambda c: c.scheduled_for or "")
+    assert first.status in {"queued", "running"}
+    assert [c.status for c in later] == ["skipped_overlap"] * len(later)
+    assert all(not c.target_results for c in later)
+    assert len({c.scheduled_for for c in checks}) == len(checks)
+    produced = {rid for rid, metadata in await requests_of(topics) if "monitor" in metadata}
+    assert produced == {f"{first.id}.0"}
+    with pytest.raises(FirecrawlError) as raised:
+        await asyncio.to_thread(acme.run_monitor, monitor.id)
+    assert raised.value.status_code == 429

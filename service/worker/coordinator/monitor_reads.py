@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final, Self
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from service.contracts import PageResult
+from service.contracts import PageResult, ProgressEvent
 from service.messaging.chunks import Reassembler
 from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
@@ -90,6 +90,21 @@ class MonitorReads:
                 if record[0] == request_id.encode():
                     found.add(request_id)
         return found
+
+    async def running(self, planned: Collection[PlannedRequest]) -> bool:
+        """Whether a request of `planned` has no terminal event yet (its check still runs)."""
+        topic = self._settings.progress_topic
+        for p in planned:
+            tp = TopicPartition(topic, partition_for(p.request_id, self._progress))
+            key = p.request_id.encode()
+            ended = False
+            for record_key, value, _ in await self._scan(tp, p.progress_offset):
+                if record_key == key and not ended:
+                    with contextlib.suppress(ValidationError, ValueError):
+                        ended = ProgressEvent.model_validate_json(value).is_terminal
+            if not ended:
+                return True
+        return False
 
     async def changed(self, planned: Collection[PlannedRequest]) -> dict[str, bool]:
         """Per target of `planned`: whether its request's results so far hold a change."""

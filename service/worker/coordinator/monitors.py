@@ -17,13 +17,14 @@ from aiokafka.errors import KafkaError
 
 from service.background import Background
 from service.contracts import dump_request, utc_now
-from service.contracts_monitors import MonitorTick, PlannedRequest
+from service.contracts_monitors import MAX_SKIPPED, MonitorTick, PlannedRequest, SkippedCheck
 from service.logs import get_logger
 from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.monitors.adaptive import Adaptive, TargetPlan, plan_targets
 from service.monitors.book import Known, MonitorBook
 from service.monitors.checks import check_requests
+from service.monitors.signing import signed_skip
 from service.monitors.ticks import Fire, check_id, decide, missing, request_id_of
 from service.sealing.marker_auth import marker_secret
 from service.worker.coordinator.monitor_reads import MonitorReads
@@ -170,8 +171,37 @@ class MonitorScheduler:
             now=now,
             paused=record.status == "paused",
         )
-        if isinstance(verdict, Fire):
-            await self._fire(known, verdict.scheduled_for)
+        if not isinstance(verdict, Fire):
+            return
+        if tick is not None and await self._reads.running(tick.requests):
+            await self._skip(known, tick, verdict.scheduled_for)
+            return
+        await self._fire(known, verdict.scheduled_for)
+
+    async def _skip(self, known: Known, previous: MonitorTick, scheduled_for: datetime) -> None:
+        """Record tick `scheduled_for` as a `skipped_overlap` check: the previous check
+        still runs, so no request is produced (Firecrawl's rule)."""
+        record = known.record
+        skip = SkippedCheck(
+            monitor_id=record.id,
+            check_id=check_id(record.id, scheduled_for),
+            scheduled_for=scheduled_for,
+            at=utc_now(),
+            tenant=record.tenant,
+        )
+        skipped = (*previous.skipped, signed_skip(self._secret, skip))[-MAX_SKIPPED:]
+        if not self._owns(known.partition):
+            return
+        await self._record(
+            previous.model_copy(update={"scheduled_for": scheduled_for, "skipped": skipped})
+        )
+        log.info(
+            "monitor.skipped_overlap",
+            monitor_id=record.id,
+            check_id=skip.check_id,
+            scheduled_for=scheduled_for.isoformat(),
+            running=previous.check_id,
+        )
 
     async def _fire(self, known: Known, scheduled_for: datetime) -> None:
         """Record the intent (each request's partition ends), produce, record it produced."""
@@ -210,6 +240,7 @@ class MonitorScheduler:
             fired_at=utc_now(),
             intervals=plan.intervals,
             checked=plan.checked,
+            skipped=() if previous is None else previous.skipped,
         )
         if not self._owns(known.partition):
             return

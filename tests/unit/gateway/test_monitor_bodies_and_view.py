@@ -13,14 +13,16 @@ from service.contracts_monitors import (
     MonitorCheckMarker,
     MonitorRecord,
     MonitorTarget,
+    MonitorTick,
     ScheduleSpec,
+    SkippedCheck,
 )
 from service.gateway import monitor_bodies as bodies
 from service.gateway.errors import ApiError
 from service.gateway.mapping import Limits
 from service.gateway.monitor_view import MonitorView
 from service.monitors import Summary, check_requests
-from service.monitors.signing import authentic_marker, signed_record
+from service.monitors.signing import authentic_marker, signed_record, signed_skip
 from service.sealing.marker_auth import sealed
 from service.webhooks import monitor_events
 
@@ -290,3 +292,27 @@ def test_each_request_of_a_check_names_every_request_of_it() -> None:
             ("c.0", 5, 0),
             ("c.2", 9, 4),
         ]
+
+
+def test_skipped_ticks_are_checks_and_running_checks_count_as_jobs() -> None:
+    """A tick record's skipped ticks signed by its owner are `skipped_overlap` checks (a
+    forged one is not); a tenant's check counts as one of its jobs until it ends."""
+    view = MonitorView(secret=SECRET)
+    skip = SkippedCheck(monitor_id="m", check_id="s1", scheduled_for=NOW, at=NOW, tenant="acme")
+    forged = skip.model_copy(update={"check_id": "s2"})
+    tick = MonitorTick(
+        monitor_id="m",
+        scheduled_for=NOW,
+        check_id="c",
+        requests=(),
+        fired_at=NOW,
+        skipped=(signed_skip(SECRET, skip), forged),
+    )
+    view.tick_record(tick.model_dump_json().encode())
+    assert set(view.checks) == {"s1"}
+    assert (view.checks["s1"].state, view.checks["s1"].terminal) == ("skipped_overlap", True)
+    marker = {"monitor_id": "m", "check_id": "c", "target_id": "t0", "trigger": "scheduled"}
+    view.request("c.0", {"monitor": sealed(SECRET, "c.0", marker | {"tenant": "acme"})}, NOW)
+    assert (view.running_checks("acme"), view.running_checks("globex")) == (1, 0)
+    view.progressed(event("c.0", EventType.COMPLETED, 1))
+    assert view.running_checks("acme") == 0
