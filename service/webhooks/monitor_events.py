@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pydantic import ValidationError
-
 from service.contracts import EventType, ProgressEvent
-from service.contracts_monitors import METADATA_KEY, CheckPart, MonitorCheckMarker
+from service.contracts_monitors import CheckPart, MonitorCheckMarker
 from service.monitors.summary import page_status
 from service.webhooks.payloads import WebhookEvent
 
@@ -27,17 +25,6 @@ if TYPE_CHECKING:
 CheckStatus = Literal["completed", "failed", "partial"]
 
 _PAGE_EVENTS: Final = frozenset({EventType.PAGE_SUCCEEDED, EventType.PAGE_FAILED})
-
-
-def marker_of(event: ProgressEvent) -> MonitorCheckMarker | None:
-    """The check a request's event belongs to, or None (not a check, or unreadable)."""
-    raw = event.request_metadata.get(METADATA_KEY)
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return MonitorCheckMarker.model_validate(raw)
-    except ValidationError:
-        return None
 
 
 def monitor_hook(event: ProgressEvent, config: Hooked) -> Hook | None:

@@ -19,7 +19,7 @@ from service.messaging.topics import partition_for
 from service.monitors.summary import page_status
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Callable, Collection
 
     from service.contracts_monitors import PlannedRequest
     from service.settings import Settings
@@ -92,17 +92,23 @@ class MonitorReads:
         return found
 
     async def running(self, planned: Collection[PlannedRequest]) -> bool:
-        """Whether a request of `planned` has no terminal event yet (its check still runs)."""
+        """Whether a request of `planned` has no terminal event yet (its check still runs).
+        Each partition is read from the request's first event on, only until its end is
+        found (a check ends long before the next tick, as a rule)."""
         topic = self._settings.progress_topic
         for p in planned:
             tp = TopicPartition(topic, partition_for(p.request_id, self._progress))
             key = p.request_id.encode()
-            ended = False
-            for record_key, value, _ in await self._scan(tp, p.progress_offset):
-                if record_key == key and not ended:
-                    with contextlib.suppress(ValidationError, ValueError):
-                        ended = ProgressEvent.model_validate_json(value).is_terminal
-            if not ended:
+
+            def ends(record_key: bytes | None, value: bytes, key: bytes = key) -> bool:
+                if record_key != key:
+                    return False
+                try:
+                    return ProgressEvent.model_validate_json(value).is_terminal
+                except (ValidationError, ValueError):
+                    return False
+
+            if not await self._scan(tp, p.progress_offset, until=ends):
                 return True
         return False
 
@@ -123,8 +129,15 @@ class MonitorReads:
             outcome[p.target_id] = seen
         return outcome
 
-    async def _scan(self, tp: TopicPartition, start: int) -> list[Scanned]:
-        """(key, value, headers) of `tp`'s records from `start` to its end now."""
+    async def _scan(
+        self,
+        tp: TopicPartition,
+        start: int,
+        *,
+        until: Callable[[bytes | None, bytes], bool] | None = None,
+    ) -> list[Scanned]:
+        """(key, value, headers) of `tp`'s records from `start` to its end now; with
+        `until`, only the first of them it is true of (the read stops there), or none."""
         self._consumer.assign([tp])
         end = (await self._consumer.end_offsets([tp]))[tp]
         scanned: list[Scanned] = []
@@ -136,9 +149,12 @@ class MonitorReads:
                 batch = await self._consumer.getmany(
                     tp, timeout_ms=SCAN_WAIT_MS, max_records=SCAN_RECORDS
                 )
-                scanned += [
-                    (record.key, record.value or b"", list(record.headers))
-                    for record in batch.get(tp, [])
-                    if record.offset < end
-                ]
+                for record in batch.get(tp, []):
+                    if record.offset >= end:
+                        break
+                    value = record.value or b""
+                    if until is None:
+                        scanned.append((record.key, value, list(record.headers)))
+                    elif until(record.key, value):
+                        return [(record.key, value, list(record.headers))]
         return scanned
