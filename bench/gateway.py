@@ -53,8 +53,8 @@ from service.contracts import (
     dump_request,
 )
 from service.gateway.jobs import MARKER_KEY, JobMarker
-from service.gateway.marker_auth import sealed
 from service.messaging.topics import ensure_topics
+from service.sealing.marker_auth import sealed
 
 if TYPE_CHECKING:
     from service.settings import Settings

@@ -82,6 +82,9 @@ class MonitorRecord(BaseModel):
     schedule_since: Timestamp
     """When its schedule last took effect (created, rescheduled, resumed): no earlier tick
     fires."""
+    sig: str | None = Field(default=None, max_length=128)
+    """The gateway's signature of the record (`CRAWL_GATEWAY_SECRET`, over every other
+    field): a record naming a tenant without it is no tenant's and does not fire."""
 
 
 class PlannedRequest(BaseModel):
@@ -96,6 +99,28 @@ class PlannedRequest(BaseModel):
     target_id: str = ""
     results_offset: int = Field(default=0, ge=0)
     """Its results partition's end before it was produced (where its results start)."""
+    progress_offset: int = Field(default=0, ge=0)
+    """Its progress partition's end before it was produced (where its events start)."""
+
+
+MAX_SKIPPED: Final = 100
+"""Skipped ticks a tick record keeps (the newest): the gateway lists them as checks."""
+
+
+class SkippedCheck(BaseModel):
+    """A tick that fell while the monitor's previous check still ran: a check with status
+    `skipped_overlap` that produced no request (Firecrawl's)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    monitor_id: MonitorId
+    check_id: str
+    scheduled_for: Timestamp
+    at: Timestamp
+    """When the owner skipped it."""
+    tenant: str | None = None
+    sig: str | None = Field(default=None, max_length=128)
+    """Signed as a check marker (`CRAWL_GATEWAY_SECRET`): the gateway lists only these."""
 
 
 class MonitorTick(BaseModel):
@@ -115,6 +140,24 @@ class MonitorTick(BaseModel):
     """Per adaptive target id: its interval in seconds after this tick."""
     checked: dict[str, Timestamp] = Field(default_factory=dict)
     """Per adaptive target id: the tick it was last checked at."""
+    skipped: tuple[SkippedCheck, ...] = Field(default=(), max_length=MAX_SKIPPED)
+    """The newest ticks skipped because the previous check still ran. After a skip,
+    `scheduled_for` is the skipped tick while `check_id` and `requests` stay the running
+    check's (the next tick looks at it again)."""
+
+
+class CheckPart(BaseModel):
+    """One request of a check as every request of it names them: the webhook dispatcher
+    sends the check's `monitor.check.completed` once each has ended, with the summary of
+    all their results."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_id: str
+    results_offset: int = Field(default=0, ge=0)
+    """Its results partition's end before it was produced."""
+    progress_offset: int = Field(default=0, ge=0)
+    """Its progress partition's end before it was produced."""
 
 
 class MonitorCheckMarker(BaseModel):
@@ -131,3 +174,8 @@ class MonitorCheckMarker(BaseModel):
     results_offset: int = Field(default=0, ge=0)
     """The end of the request's results partition just before it was produced: its results
     are read from there."""
+    parts: tuple[CheckPart, ...] = Field(default=(), max_length=MAX_TARGETS)
+    """Every request of the check, this one included (empty: this one is the check)."""
+    sig: str | None = Field(default=None, max_length=128)
+    """The signature over the request id and this marker (`CRAWL_GATEWAY_SECRET`, as a
+    gateway job's marker): without it the request is no check of any monitor."""

@@ -30,6 +30,8 @@ from service.settings import Settings
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from pydantic import BaseModel
+
 _CHUNKING_NOTE = (
     "A result larger than the producer's limit is sent as ordered chunks of its JSON with the "
     "same key. Every chunk carries the headers `crawlstream-chunk` (`index/count`, from 0), "
@@ -166,11 +168,13 @@ def asyncapi_document(settings: Settings) -> dict[str, Any]:
 def rendered_files() -> dict[str, str]:
     """File name -> content of everything `schemas/` should hold (default topic names)."""
     settings = Settings.model_construct()
+    records: dict[str, type[BaseModel]] = {
+        "ChangeRecord": ChangeRecord,
+        "MonitorRecord": MonitorRecord,
+    }
     files = {
         f"{name}.schema.json": _json(schema_of(model))
-        for name, model in (
-            MESSAGE_MODELS | {"ChangeRecord": ChangeRecord, "MonitorRecord": MonitorRecord}
-        ).items()
+        for name, model in (MESSAGE_MODELS | records).items()
     }
     files["asyncapi.json"] = _json(asyncapi_document(settings))
     return files

@@ -414,9 +414,12 @@ class Settings(BaseSettings):
     in Kafka included) before it answers 408 and cancels the request."""
     gateway_secret: SecretStr | None = None
     """Key of the HMAC that signs the gateway's marker in each request's metadata (tenant, job
-    kind): a record whose marker is not signed with it is no tenant's job. Unset: a key derived
-    from the keys file's bytes (so editing that file forgets running jobs: set this in
-    production), or, without a keys file, from the requests topic's name."""
+    kind): a record whose marker is not signed with it is no tenant's job. It signs monitor
+    records and their checks' markers too: set the same value on the gateway, the workers
+    (their coordinators fire a tenant's monitor only when its record is signed with it, and
+    sign its checks) and the webhook dispatcher. Unset: a key derived from the keys file's
+    bytes (so editing that file forgets running jobs: set this in production), or, without a
+    keys file, from the requests topic's name."""
     gateway_max_body_bytes: ByteSize = Field(default=ByteSize(10 * 2**20), ge=1024)
     """Largest HTTP request body the gateway reads; a larger one is refused with 413 before it
     is read (by its `Content-Length`, or as soon as a chunked body passes it)."""

@@ -75,13 +75,15 @@ for topic in "$RESULTS" "$PROGRESS" "$MONITORS"; do
 done
 acl --allow-principal "$PRODUCER" --operation IdempotentWrite --cluster
 
-# The gateway submits and follows jobs like a producer, and reads the frontier for `map`
-# (it checks the records' tags too: give it the workers' CRAWL_CLUSTER_SECRET).
+# The gateway submits and follows jobs like a producer, reads the frontier for `map`
+# (it checks the records' tags too: give it the workers' CRAWL_CLUSTER_SECRET) and the
+# monitors' ticks (the `skipped_overlap` checks, signed by their coordinator).
 if [[ -n "$GATEWAY" ]]; then
   for topic in "$REQUESTS" "$CONTROL" "$MONITORS"; do
     acl --allow-principal "$GATEWAY" --operation Write --operation Describe --topic "$topic"
   done
-  for topic in "$RESULTS" "$PROGRESS" "$MONITORS" "$REQUESTS" "${INTERNAL}frontier"; do
+  for topic in "$RESULTS" "$PROGRESS" "$MONITORS" "$REQUESTS" "${INTERNAL}frontier" \
+    "${INTERNAL}monitor.ticks"; do
     acl --allow-principal "$GATEWAY" --operation Read --operation Describe --topic "$topic"
   done
   acl --allow-principal "$GATEWAY" --operation IdempotentWrite --cluster

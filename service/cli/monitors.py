@@ -27,7 +27,9 @@ from service.messaging.metadata import partitions_of
 from service.messaging.reader import PartitionSpan
 from service.monitors.manual import run_by_hand
 from service.monitors.schedule import Schedule, ScheduleError
+from service.monitors.signing import authentic_marker, signed_record
 from service.monitors.writer import MonitorWriter
+from service.sealing.marker_auth import marker_secret
 
 if TYPE_CHECKING:
     import argparse
@@ -91,7 +93,7 @@ def _created(args: argparse.Namespace, settings: Settings) -> MonitorRecord:
     except (ScheduleError, ValidationError, ValueError) as exc:
         raise ConfigurationError(str(exc)) from None
     monitor_id = uuid.uuid4().hex
-    return MonitorRecord(
+    record = MonitorRecord(
         id=monitor_id,
         name=args.name,
         tenant=args.tenant,
@@ -102,6 +104,7 @@ def _created(args: argparse.Namespace, settings: Settings) -> MonitorRecord:
         updated_at=now,
         schedule_since=now,
     )
+    return signed_record(marker_secret(settings), record)
 
 
 def _adaptive(given: str | None) -> AdaptiveSpec | None:
@@ -116,13 +119,14 @@ async def _set_status(settings: Settings, record: MonitorRecord, status: str) ->
     changes: dict[str, Any] = {"status": status, "updated_at": now}
     if status == "active" and record.status == "paused":
         changes["schedule_since"] = now
+    changed = signed_record(marker_secret(settings), record.model_copy(update=changes))
     async with MonitorWriter(settings) as writer:
-        await writer.put(record.model_copy(update=changes))
+        await writer.put(changed)
 
 
 async def _run(settings: Settings, record: MonitorRecord) -> str:
     async with CrawlClient(settings) as client:
-        check, _ = await run_by_hand(client, record, settings.results_topic)
+        check, _ = await run_by_hand(client, record, settings)
     return check
 
 
@@ -147,14 +151,16 @@ async def _checks(settings: Settings, record: MonitorRecord) -> None:
 async def _check_requests(
     settings: Settings, monitor_id: str
 ) -> AsyncIterator[tuple[str, MonitorCheckMarker]]:
+    secret = marker_secret(settings)
     async for record in _records(settings, settings.requests_topic):
+        request_id = (record.key or b"").decode(errors="replace")
         try:
             metadata = json.loads(record.value or b"{}").get("metadata") or {}
-            marker = MonitorCheckMarker.model_validate(metadata.get(METADATA_KEY))
-        except (ValueError, ValidationError, AttributeError):
+            marker = authentic_marker(secret, request_id, metadata, METADATA_KEY)
+        except (ValueError, AttributeError):
             continue
-        if marker.monitor_id == monitor_id:
-            yield (record.key or b"").decode(errors="replace"), marker
+        if marker is not None and marker.monitor_id == monitor_id:
+            yield request_id, marker
 
 
 async def read_monitors(settings: Settings) -> dict[str, MonitorRecord]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from service.contracts import EventType
-from service.gateway.marker_auth import verified
+from service.sealing.marker_auth import verified
 
 if TYPE_CHECKING:
     from service.contracts import ProgressEvent

@@ -149,14 +149,12 @@ def monitor_json(
     next_run: datetime | None,
     last: Check | None,
     last_summary: Summary | None,
+    webhook: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Firecrawl's `Monitor`."""
+    """Firecrawl's `Monitor` (`webhook`: as shown to its owner, a sealed one opened)."""
     schedule = Schedule.of(
         cron=record.schedule.cron, text=record.schedule.text, timezone=record.schedule.timezone
     )
-    webhook = None
-    if record.webhook is not None:
-        webhook = dict(record.webhook)
     return {
         "id": record.id,
         "name": record.name,
@@ -170,7 +168,7 @@ def monitor_json(
         "lastRunAt": None if last is None else last.created_at.isoformat(),
         "currentCheckId": None if last is None or last.terminal else last.id,
         "targets": [_target_json(t) for t in record.targets],
-        "webhook": webhook,
+        "webhook": None if webhook is None else dict(webhook),
         "notification": None,
         "retentionDays": record.retention_days,
         "lastCheckSummary": None if last_summary is None else last_summary.wire(),

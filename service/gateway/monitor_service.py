@@ -7,17 +7,22 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from service.contracts import utc_now
 from service.contracts_monitors import MonitorRecord
-from service.contracts_webhook import WebhookConfig
+from service.contracts_webhook import SealedWebhook, WebhookConfig
 from service.gateway import monitor_bodies as bodies
 from service.gateway.errors import Detail, bad_request, not_found
 from service.gateway.paging import Cursor
 from service.messaging.metadata import partitions_of
 from service.messaging.topics import partition_for
+from service.monitors.checks import MONITOR_HOOKS
 from service.monitors.manual import run_by_hand
 from service.monitors.schedule import Schedule
+from service.monitors.signing import signed_record, webhook_job
 from service.monitors.summary import Summary, summarise
+from service.sealing.targets import TargetError
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -63,7 +68,7 @@ class MonitorDesk:
                 body.get("schedule"), minimum=self._settings.monitor_min_interval, now=now
             ),
             targets=bodies.targets_of(body.get("targets"), limits=self._gateway.limits),
-            webhook=await self._webhook(body.get("webhook")),
+            webhook=await self._webhook(body.get("webhook"), monitor_id, tenant),
             retention_days=bodies.retention_of(body, 30),
             tag=f"monitor:{monitor_id}",
             created_at=now,
@@ -86,7 +91,7 @@ class MonitorDesk:
         if body.get("targets") is not None:
             changes["targets"] = bodies.targets_of(body["targets"], limits=self._gateway.limits)
         if "webhook" in body:
-            changes["webhook"] = await self._webhook(body["webhook"])
+            changes["webhook"] = await self._webhook(body["webhook"], record.id, tenant)
         if body.get("retentionDays") is not None:
             changes["retention_days"] = bodies.retention_of(body, record.retention_days)
         status = body.get("status")
@@ -108,7 +113,7 @@ class MonitorDesk:
         record = await self.find(monitor_id, tenant)
         await self._gateway.admit(tenant)
         client = self._gateway.client
-        check, requests = await run_by_hand(client, record, self._settings.results_topic)
+        check, requests = await run_by_hand(client, record, self._settings)
         for request in requests:
             self._gateway.monitors.request(request.request_id, request.metadata, utc_now())
         return self._gateway.monitors.checks[check]
@@ -170,13 +175,38 @@ class MonitorDesk:
         schedule = Schedule.of(cron=spec.cron, text=spec.text, timezone=spec.timezone)
         return schedule.next_after(max(utc_now(), record.schedule_since))
 
-    async def _webhook(self, raw: object) -> dict[str, Any] | None:
+    async def _webhook(self, raw: object, monitor_id: str, tenant: str) -> dict[str, Any] | None:
+        """The webhook as the record keeps it: sealed with the tenant (as a job's), so the
+        dispatcher signs its events with the tenant's own secret; plain without a seal key."""
         webhook = bodies.webhook_of(raw)
-        if webhook is not None:
-            await self._gateway.check_webhook(WebhookConfig(url=webhook["url"]))
-        return webhook
+        if webhook is None:
+            return None
+        config = WebhookConfig(
+            url=webhook["url"],
+            metadata=webhook["metadata"],
+            events=tuple(MONITOR_HOOKS[event] for event in webhook["events"]),
+        )
+        await self._gateway.check_webhook(config)
+        if self._gateway.sealer.key is None:
+            return webhook
+        return self._gateway.sealer.record(webhook_job(monitor_id), tenant, config)
+
+    def webhook_shown(self, record: MonitorRecord) -> dict[str, Any] | None:
+        """The monitor's webhook as Firecrawl shows it (a sealed one opened)."""
+        hook = record.webhook
+        if hook is None or "sealed" not in hook:
+            return hook
+        try:
+            target = self._gateway.sealer.open(
+                webhook_job(record.id), SealedWebhook.model_validate(hook)
+            )
+        except (TargetError, ValidationError):
+            return None
+        events = [name for name, hooked in MONITOR_HOOKS.items() if hooked in target.events]
+        return {"url": target.url, "metadata": dict(target.metadata), "events": events}
 
     async def _put(self, record: MonitorRecord) -> MonitorRecord:
+        record = signed_record(self._gateway.secret, record)
         await self._gateway.monitor_writer.put(record)
         self._gateway.monitors.monitors[record.id] = record
         return record

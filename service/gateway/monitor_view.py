@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from service.contracts import EventType
-from service.contracts_monitors import METADATA_KEY, MonitorCheckMarker, MonitorRecord
+from service.contracts_monitors import METADATA_KEY, MonitorRecord, MonitorTick
+from service.monitors.signing import authentic_marker, record_authentic, skip_authentic
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from service.contracts import ProgressEvent
 
-CheckState = Literal["queued", "running", "completed", "failed", "partial"]
+CheckState = Literal["queued", "running", "completed", "failed", "partial", "skipped_overlap"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -42,9 +43,14 @@ class Check:
     scheduled_for: datetime | None
     created_at: datetime
     requests: dict[str, CheckRequest] = field(default_factory=dict)
+    tenant: str | None = None
+    skipped: bool = False
+    """A tick that fell while the previous check ran: no request (`skipped_overlap`)."""
 
     @property
     def state(self) -> CheckState:
+        if self.skipped:
+            return "skipped_overlap"
         states = {request.state for request in self.requests.values()}
         if not states or states == {"queued"}:
             return "queued"
@@ -56,7 +62,7 @@ class Check:
 
     @property
     def terminal(self) -> bool:
-        return self.state in {"completed", "failed", "partial"}
+        return self.state in {"completed", "failed", "partial", "skipped_overlap"}
 
     @property
     def started_at(self) -> datetime | None:
@@ -71,6 +77,10 @@ class Check:
 
 @dataclass(slots=True)
 class MonitorView:
+    """Monitors whose tenant is signed with `secret` (the gateway's marker key), and the
+    checks whose requests' markers are."""
+
+    secret: bytes = b""
     monitors: dict[str, MonitorRecord] = field(default_factory=dict)
     checks: dict[str, Check] = field(default_factory=dict)
     _by_request: dict[str, str] = field(default_factory=dict)
@@ -85,16 +95,16 @@ class MonitorView:
             record = MonitorRecord.model_validate_json(value)
         except ValidationError:
             return
-        self.monitors[record.id] = record
+        if record_authentic(self.secret, record):
+            self.monitors[record.id] = record
+        else:  # a producer's record naming a tenant: no tenant's monitor
+            self.monitors.pop(record.id, None)
 
     def request(self, request_id: str, metadata: dict[str, Any], at: datetime) -> None:
-        """A request read from the requests topic: a check's when it carries a marker."""
-        raw = metadata.get(METADATA_KEY)
-        if not isinstance(raw, dict):
-            return
-        try:
-            marker = MonitorCheckMarker.model_validate(raw)
-        except ValidationError:
+        """A request read from the requests topic: a check's when it carries a marker signed
+        with the gateway's key (a producer's marker adds no check to any monitor)."""
+        marker = authentic_marker(self.secret, request_id, metadata, METADATA_KEY)
+        if marker is None:
             return
         check = self.checks.setdefault(
             marker.check_id,
@@ -104,6 +114,7 @@ class MonitorView:
                 trigger=marker.trigger,
                 scheduled_for=marker.scheduled_for,
                 created_at=at,
+                tenant=marker.tenant,
             ),
         )
         if check.monitor_id != marker.monitor_id or request_id in check.requests:
@@ -112,6 +123,31 @@ class MonitorView:
             request_id=request_id, target_id=marker.target_id, results_offset=marker.results_offset
         )
         self._by_request[request_id] = check.id
+
+    def tick_record(self, value: bytes | None) -> None:
+        """A monitor's tick record: the ticks it skipped (signed by its owner) are checks."""
+        if value is None:
+            return
+        try:
+            tick = MonitorTick.model_validate_json(value)
+        except ValidationError:
+            return
+        for skip in tick.skipped:
+            if skip.check_id in self.checks or not skip_authentic(self.secret, skip):
+                continue
+            self.checks[skip.check_id] = Check(
+                id=skip.check_id,
+                monitor_id=skip.monitor_id,
+                trigger="scheduled",
+                scheduled_for=skip.scheduled_for,
+                created_at=skip.at,
+                tenant=skip.tenant,
+                skipped=True,
+            )
+
+    def running_checks(self, tenant: str) -> int:
+        """The tenant's checks still running (each counts as one of its jobs)."""
+        return sum(1 for c in self.checks.values() if c.tenant == tenant and not c.terminal)
 
     def progressed(self, event: ProgressEvent) -> None:
         check_id = self._by_request.get(event.request_id)

@@ -24,13 +24,13 @@ from service.gateway.jobs import MARKER_KEY, JobKind, JobMarker, JobStatus, JobV
 from service.gateway.keys import BEARER, CONCURRENCY_RETRY_AFTER_S, KeyEntry, KeyRing, admit
 from service.gateway.maplinks import map_links
 from service.gateway.mapping import Limits
-from service.gateway.marker_auth import marker_secret, sealed
 from service.gateway.metrics import GatewayMetrics
 from service.gateway.monitor_view import MonitorView
 from service.gateway.results import Page, ResultReader
 from service.gateway.view_reader import ViewReader
 from service.monitors.writer import MonitorWriter
 from service.net.policy import BlockedUrlError, UnresolvableHostError, UrlPolicy
+from service.sealing.marker_auth import marker_secret, sealed
 from service.sealing.targets import Sealer
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class Gateway:
         cannot both pass a limit the first one fills."""
         self._stack = AsyncExitStack()
         self._client = CrawlClient(settings)
-        self.monitors = MonitorView()
+        self.monitors = MonitorView(secret=self.secret)
         """Monitors and their checks (`monitor_service.py` answers for them)."""
         self.monitor_writer = MonitorWriter(settings)
         self._reader = ViewReader(settings, self.view, self.monitors)
@@ -103,6 +103,11 @@ class Gateway:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self._stack.aclose()
+
+    @property
+    def sealer(self) -> Sealer:
+        """Seals webhook targets with their tenant (jobs' and monitors')."""
+        return self._sealer
 
     @property
     def client(self) -> CrawlClient:
@@ -132,14 +137,15 @@ class Gateway:
 
     async def admit(self, tenant: str) -> None:
         """429 with `Retry-After` when the tenant is over a limit, counted over every replica:
-        the view first reads the requests and progress topics up to their ends."""
+        the view first reads the requests and progress topics up to their ends. Each check
+        of the tenant's monitors still running counts as one of its jobs."""
         entry = self.entry_of(tenant)
         if entry is None:
             return
         await self._reader.caught_up_all()
         verdict = admit(
             entry,
-            active=len(self.view.active(tenant=tenant)),
+            active=len(self.view.active(tenant=tenant)) + self.monitors.running_checks(tenant),
             recent_pages=self.view.recent_pages(tenant),
             now=utc_now(),
         )

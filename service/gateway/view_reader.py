@@ -129,11 +129,13 @@ class ViewReader:
         requests = sorted(await partitions_of(settings, settings.requests_topic))
         progress = sorted(await partitions_of(settings, settings.progress_topic))
         monitors = sorted(await partitions_of(settings, settings.monitors_topic))
+        ticks = sorted(await partitions_of(settings, settings.monitor_ticks_topic))
         self._request_partitions = requests
         assigned = (
             [TopicPartition(settings.requests_topic, p) for p in requests]
             + [TopicPartition(settings.progress_topic, p) for p in progress]
             + [TopicPartition(settings.monitors_topic, p) for p in monitors]
+            + [TopicPartition(settings.monitor_ticks_topic, p) for p in ticks]
         )
         self._consumer.assign(assigned)
         starts = await self._consumer.beginning_offsets(assigned)
@@ -185,6 +187,9 @@ class ViewReader:
         try:
             if record.topic == self._settings.monitors_topic:
                 self.monitors.monitor_record(record.key, record.value)
+                return
+            if record.topic == self._settings.monitor_ticks_topic:
+                self.monitors.tick_record(record.value)
                 return
             if record.topic == self._settings.progress_topic:
                 event = ProgressEvent.model_validate_json(record.value)

@@ -130,7 +130,7 @@ class Outbox:
     @staticmethod
     def _raise_if_fatal(error: BaseException, message: Message) -> None:
         if not is_retriable(error):
-            size = len(message.value)
+            size = len(message.value or b"")
             raise PublishError(
                 f"cannot publish {size} bytes to {message.topic}: {type(error).__name__}: {error}"
             ) from error

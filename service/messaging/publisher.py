@@ -35,7 +35,8 @@ class Message:
 
     topic: str
     key: bytes | None
-    value: bytes
+    value: bytes | None
+    """None: a tombstone (a compacted topic then forgets the key)."""
     headers: chunks.Headers = field(default_factory=list)
     partition: int | None = None
     """Where it goes; None: the partition of its key (murmur2, as Java's producers)."""
@@ -126,6 +127,12 @@ class Publisher:
             ),
             self._timeout_s,
         )
+
+    async def tombstone(self, topic: str, key: str) -> RecordMetadata:
+        """Write a tombstone of `key` (a compacted topic forgets it) and wait for its
+        acknowledgement."""
+        delivery = await self.send(Message(topic, key.encode(), None))
+        return await asyncio.wait_for(delivery, self._timeout_s)
 
     async def send_and_wait(
         self,

@@ -7,8 +7,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from service.contracts import ChangeTracking, CrawlRequest
-from service.contracts_monitors import METADATA_KEY, MonitorCheckMarker, MonitorRecord
+from service.contracts_monitors import (
+    METADATA_KEY,
+    CheckPart,
+    MonitorCheckMarker,
+    MonitorRecord,
+)
 from service.contracts_webhook import WEBHOOK_KEY
+from service.monitors.signing import signed_marker
 from service.monitors.ticks import request_id_of
 
 MONITOR_HOOKS: Final = {"monitor.page": "page", "monitor.check.completed": "completed"}
@@ -30,16 +36,31 @@ def check_requests(
     trigger: Literal["scheduled", "manual"],
     scheduled_for: datetime | None,
     results_offsets: Mapping[str, int] | None = None,
+    progress_offsets: Mapping[str, int] | None = None,
     only: Collection[str] | None = None,
+    secret: bytes,
 ) -> list[CrawlRequest]:
     """The requests of check `check` of `monitor`, in target order, each page fetched
-    afresh (`max_age_ms` 0: a check looks at the page, never at the cache) (`results_offsets`: per
-    request id, where its results partition ends before it is produced; `only`: the target
-    ids checked, when not all: a request keeps its target's index in its id)."""
+    afresh (`max_age_ms` 0: a check looks at the page, never at the cache) (`results_offsets`,
+    `progress_offsets`: per request id, where its results and progress partitions end
+    before it is produced; `only`: the target ids checked, when not all: a request keeps its
+    target's index in its id). Each request's marker names every request of the check and
+    is signed with `secret` (the gateway's marker key: `monitors/signing.py`)."""
+    included = [
+        (index, target)
+        for index, target in enumerate(monitor.targets)
+        if only is None or target.id in only
+    ]
+    parts = tuple(
+        CheckPart(
+            request_id=request_id_of(check, index),
+            results_offset=(results_offsets or {}).get(request_id_of(check, index), 0),
+            progress_offset=(progress_offsets or {}).get(request_id_of(check, index), 0),
+        )
+        for index, _ in included
+    )
     requests = []
-    for index, target in enumerate(monitor.targets):
-        if only is not None and target.id not in only:
-            continue
+    for index, target in included:
         ignore = target.options.change_tracking.ignore if target.options.change_tracking else ()
         tracking = ChangeTracking(tag=monitor.tag, diff=True, ignore=ignore)
         marker = MonitorCheckMarker(
@@ -50,8 +71,10 @@ def check_requests(
             scheduled_for=scheduled_for,
             tenant=monitor.tenant,
             results_offset=(results_offsets or {}).get(request_id_of(check, index), 0),
+            parts=parts,
         )
-        metadata: dict[str, JsonValue] = {METADATA_KEY: marker.model_dump(mode="json")}
+        request_id = request_id_of(check, index)
+        metadata: dict[str, JsonValue] = {METADATA_KEY: signed_marker(secret, request_id, marker)}
         if monitor.tenant is not None:
             metadata["tenant"] = monitor.tenant
         if monitor.webhook is not None:
@@ -71,7 +94,10 @@ def check_requests(
 
 
 def _hooked(webhook: dict[str, JsonValue]) -> dict[str, JsonValue]:
-    """The monitor's webhook as a request's `metadata.webhook` (its events as hooks)."""
+    """The monitor's webhook as a request's `metadata.webhook` (its events as hooks); one
+    the gateway sealed already names hooks, and goes as it is."""
+    if "sealed" in webhook:
+        return webhook
     events = webhook.get("events")
     named = events if isinstance(events, list) else list(MONITOR_HOOKS)
     hooks: list[JsonValue] = [

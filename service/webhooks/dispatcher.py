@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import signal
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
 import structlog
@@ -18,14 +19,15 @@ from aiokafka.errors import KafkaError
 
 from service.gateway.documents import document
 from service.gateway.keys import KeyRing
-from service.gateway.marker_auth import marker_secret
 from service.gateway.options import ScrapeChoices
 from service.health import HealthServer
 from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.monitors.summary import summarise
+from service.sealing.marker_auth import marker_secret
 from service.sealing.targets import Sealer, SigningKeys
 from service.webhooks import monitor_events
+from service.webhooks.check_runs import CheckRuns
 from service.webhooks.delivery import Deliverer
 from service.webhooks.lanes import Lanes, Work
 from service.webhooks.ledger import PartitionLedger
@@ -51,6 +53,10 @@ log = structlog.get_logger(__name__)
 
 POLL_TIMEOUT_MS: Final = 500
 
+MAX_CHECKS_ENDED: Final = 10_000
+"""Checks whose end this dispatcher remembers having sent: the terminal events of a check's
+other requests, handled later, send nothing more."""
+
 DEFAULT_CHOICES: Final = ScrapeChoices(formats=("markdown",))
 """The document shape of a `page` event of a request produced without the gateway."""
 
@@ -71,6 +77,9 @@ class Dispatcher:
         sealer.check(keys)
         self._signing = SigningKeys.of(settings, keys)
         self._results = Results(settings)
+        self._runs = CheckRuns(settings)
+        self._checks_ended: OrderedDict[str, None] = OrderedDict()
+        """Checks whose `monitor.check.completed` this dispatcher sent (the newest)."""
         self._ledgers: dict[TopicPartition, PartitionLedger] = {}
         self._stop = asyncio.Event()
         self.metrics = WebhookMetrics()
@@ -97,6 +106,7 @@ class Dispatcher:
         self._consumer.subscribe([self._settings.progress_topic], listener=_Listener(self))
         await self._consumer.start()
         await self._results.start()
+        await self._runs.start()
         log.info("webhooks.started", group=self._settings.webhook_group_id)
         health = HealthServer(self.metrics, self._settings.metrics_port, self._ready)
         try:
@@ -108,6 +118,7 @@ class Dispatcher:
         finally:
             await self._lanes.close()
             await self._results.stop()
+            await self._runs.stop()
             with contextlib.suppress(Exception):
                 await stop_consumer(self._consumer, self._settings.kafka_timeout.total_seconds())
 
@@ -160,7 +171,9 @@ class Dispatcher:
         """In the receiver's lane: the event's document (a page), the delivery, the count."""
         event, hook, target, marker = planned.event, planned.hook, planned.target, planned.marker
         if hook is not None and planned.check is not None:
-            await self._send(target, await self._monitor_event(planned, planned.check, hook))
+            monitor_event = await self._monitor_event(planned, planned.check, hook)
+            if monitor_event is not None:
+                await self._send(target, monitor_event)
         elif hook is not None:
             data = await self._data(event, marker) if hook == "page" else []
             prefix = "batch_scrape" if marker is not None and marker.kind == "batch" else "crawl"
@@ -181,9 +194,10 @@ class Dispatcher:
 
     async def _monitor_event(
         self, planned: Planned, check: MonitorCheckMarker, hook: Hook
-    ) -> WebhookEvent:
-        """`monitor.page` with the page's result, or `monitor.check.completed` with the
-        summary of every result of the target's request."""
+    ) -> WebhookEvent | None:
+        """`monitor.page` with the page's result, or, once no request of the check runs,
+        `monitor.check.completed` with the summary of every result of its requests (None:
+        another request of the check still runs, or its end was sent already)."""
         event, target = planned.event, planned.target
         if hook == "page":
             try:
@@ -192,8 +206,29 @@ class Dispatcher:
                 log.warning("webhooks.result_missing", request_id=event.request_id)
                 result = None
             return monitor_events.page_event(event, check, result, target)
-        results = await self._results.scan(event.request_id, check.results_offset)
-        return monitor_events.check_event(event, check, summarise(results), target)
+        parts = monitor_events.parts_of(check, event)
+        ends = {
+            part.request_id: event.type
+            if part.request_id == event.request_id
+            else await self._runs.ended(part.request_id, part.progress_offset)
+            for part in parts
+        }
+        status = monitor_events.check_status(ends)
+        if status is None or check.check_id in self._checks_ended:
+            return None
+        self._checks_ended[check.check_id] = None  # no await since the look: sent once here
+        while len(self._checks_ended) > MAX_CHECKS_ENDED:
+            self._checks_ended.popitem(last=False)
+        try:
+            results = [
+                result
+                for part in parts
+                for result in await self._results.scan(part.request_id, part.results_offset)
+            ]
+        except BaseException:  # not sent: the check's next request to end may send it
+            self._checks_ended.pop(check.check_id, None)
+            raise
+        return monitor_events.check_event(check, status, summarise(results), target)
 
     def _expired(self, event: ProgressEvent) -> None:
         if event.is_terminal:

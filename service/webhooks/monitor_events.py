@@ -1,38 +1,30 @@
 """Webhook events of a monitor's check: `monitor.page` (one per page, with its status) and
 `monitor.check.completed` (the summary), for check requests (`metadata.monitor`). Pure.
 
-A check is one request per target; `monitor.check.completed` is sent when a target's request
-ends, with that request's summary (a one-target monitor: the check's)."""
+A check is one request per target; `monitor.check.completed` is sent once per check, when the
+terminal event of one of its requests leaves none of them running, with the summary of all
+their results (Firecrawl's shape: `data: [{checkId, monitorId, status, summary}]`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from service.contracts import EventType, ProgressEvent
-from service.contracts_monitors import METADATA_KEY, MonitorCheckMarker
+from service.contracts_monitors import CheckPart, MonitorCheckMarker
 from service.monitors.summary import page_status
 from service.webhooks.payloads import WebhookEvent
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from service.contracts import PageResult
     from service.contracts_webhook import Hook
     from service.monitors.summary import Summary
     from service.webhooks.payloads import Hooked
 
+CheckStatus = Literal["completed", "failed", "partial"]
+
 _PAGE_EVENTS: Final = frozenset({EventType.PAGE_SUCCEEDED, EventType.PAGE_FAILED})
-
-
-def marker_of(event: ProgressEvent) -> MonitorCheckMarker | None:
-    """The check a request's event belongs to, or None (not a check, or unreadable)."""
-    raw = event.request_metadata.get(METADATA_KEY)
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return MonitorCheckMarker.model_validate(raw)
-    except ValidationError:
-        return None
 
 
 def monitor_hook(event: ProgressEvent, config: Hooked) -> Hook | None:
@@ -76,17 +68,42 @@ def page_event(
     return WebhookEvent(id=event_id, hook="page", body=body)
 
 
+def parts_of(marker: MonitorCheckMarker, event: ProgressEvent) -> tuple[CheckPart, ...]:
+    """Every request of the event's check (an older marker names none: its request is the
+    check)."""
+    if marker.parts:
+        return marker.parts
+    return (CheckPart(request_id=event.request_id, results_offset=marker.results_offset),)
+
+
+def check_status(ends: Mapping[str, EventType | None]) -> CheckStatus | None:
+    """The check's status once every request of it has ended (`ends`: per request, the
+    type of its terminal event, None while it runs): `completed`, `failed` or `partial`;
+    None while one runs."""
+    if not ends or any(end is None for end in ends.values()):
+        return None
+    completed = {end == EventType.COMPLETED for end in ends.values()}
+    if completed == {True}:
+        return "completed"
+    return "failed" if completed == {False} else "partial"
+
+
 def check_event(
-    event: ProgressEvent, marker: MonitorCheckMarker, summary: Summary, config: Hooked
+    marker: MonitorCheckMarker, status: CheckStatus, summary: Summary, config: Hooked
 ) -> WebhookEvent:
-    """`monitor.check.completed`: the target request's end and its summary."""
-    event_id = f"{event.request_id}:completed"
+    """`monitor.check.completed`: the whole check's end and summary (one per check: its
+    `eventId` is the check's)."""
+    event_id = f"{marker.check_id}:completed"
     data = {
-        "status": "completed" if event.type == EventType.COMPLETED else "failed",
-        "targetId": marker.target_id,
+        "checkId": marker.check_id,
+        "monitorId": marker.monitor_id,
+        "status": status,
         "trigger": marker.trigger,
         "scheduledFor": None if marker.scheduled_for is None else marker.scheduled_for.isoformat(),
         "summary": summary.wire(),
     }
-    body = _body(marker, "monitor.check.completed", event_id, config) | {"data": data}
+    body = _body(marker, "monitor.check.completed", event_id, config) | {
+        "success": status == "completed" and summary.error == 0,
+        "data": [data],
+    }
     return WebhookEvent(id=event_id, hook="completed", body=body)

@@ -11,11 +11,13 @@ import structlog
 from pydantic import ValidationError
 
 from service.contracts import ProgressEvent, utc_now
+from service.contracts_monitors import METADATA_KEY
 from service.contracts_webhook import WebhookConfig
 from service.gateway.jobs import MARKER_KEY, JobMarker
+from service.monitors.signing import authentic_marker, webhook_job
 from service.sealing.targets import TargetError
 from service.webhooks.metrics import SkipReason
-from service.webhooks.monitor_events import marker_of, monitor_hook
+from service.webhooks.monitor_events import monitor_hook
 from service.webhooks.payloads import hook_of
 
 if TYPE_CHECKING:
@@ -109,16 +111,19 @@ class Records:
         if hook is None:
             return None
         marker = self._marker(event)
+        check = self._check(event)
+        job = event.request_id if check is None else webhook_job(check.monitor_id)
         try:
-            target = self._sealer.open(event.request_id, hook)
+            target = self._sealer.open(job, hook)
         except TargetError as exc:
             raise _Skip(SkipReason.SEALED, str(exc)) from None
+        if check is not None and target.tenant not in {None, check.tenant}:
+            raise _Skip(SkipReason.SEALED, "the sealed webhook is another tenant's")
         if utc_now() - event.at > self._max_age:
             log.info("webhook.expired", request_id=event.request_id, type=event.type.value)
             self._metrics.events.labels("expired").inc()
             self._expired(event)
             return None
-        check = marker_of(event)
         asked = hook_of(event, target) if check is None else monitor_hook(event, target)
         return Planned(event=event, hook=asked, target=target, marker=marker, check=check)
 
@@ -134,6 +139,17 @@ class Records:
         ):
             raise _Skip(SkipReason.MARKER, "the job marker names no place in the results topic")
         return marker
+
+    def _check(self, event: ProgressEvent) -> MonitorCheckMarker | None:
+        """The monitor check the event's request is, when its marker is authentic."""
+        if event.request_metadata.get(METADATA_KEY) is None:
+            return None
+        check = authentic_marker(
+            self._marker_secret, event.request_id, event.request_metadata, METADATA_KEY
+        )
+        if check is None:
+            raise _Skip(SkipReason.MARKER, "the monitor check marker is not signed")
+        return check
 
     def _skipped(
         self, record: Record, reason: SkipReason, detail: str, *, logged: bool = False

@@ -80,7 +80,10 @@ async def monitor_lifecycle(app: Firecrawl, site: TestSite, receiver: Receiver) 
         app.create_monitor,
         name,
         {"cron": "0 0 1 1 *", "timezone": "Europe/Berlin"},  # yearly: only manual checks here
-        [{"type": "scrape", "urls": urls, "scrapeOptions": {"formats": ["markdown"]}}],
+        [  # two targets: one `monitor.check.completed` per check, with the check's summary
+            {"type": "scrape", "urls": [url], "scrapeOptions": {"formats": ["markdown"]}}
+            for url in urls
+        ],
         webhook={"url": receiver.url(), "metadata": {"team": "pricing"}},
     )
     assert monitor.status == "active"
@@ -145,6 +148,8 @@ async def webhooks_of_both_checks(receiver: Receiver, checks: list[str], urls: l
         return list(found.values())
 
     await until(lambda: all(of(c, "monitor.check.completed") for c in checks), 60, every_s=0.2)
+    completions = [d for d in receiver.deliveries if d.type == "monitor.check.completed"]
+    assert sorted(d.body["id"] for d in completions) == sorted(checks)  # one per check
     assert all(
         verify(SECRET, d.raw, d.headers["X-Firecrawl-Signature"]) for d in receiver.deliveries
     )
@@ -155,8 +160,12 @@ async def webhooks_of_both_checks(receiver: Receiver, checks: list[str], urls: l
     assert sorted(
         (p["data"][0]["url"], p["data"][0]["status"]) for p in of(second, "monitor.page")
     ) == [(urls[0], "changed"), (urls[1], "same")]
+    [first_done] = of(first, "monitor.check.completed")
+    assert first_done["data"][0]["summary"]["new"] == 2
     [done] = of(second, "monitor.check.completed")
-    assert done["data"]["summary"] == {
+    assert done["data"][0]["status"] == "completed"
+    assert done["data"][0]["checkId"] == second
+    assert done["data"][0]["summary"] == {
         "totalPages": 2,
         "same": 1,
         "changed": 1,

@@ -23,8 +23,8 @@ from waiting import until
 from service.client import CrawlClient
 from service.contracts import CrawlRequest, PageResult, dump, dump_request
 from service.gateway.jobs import MARKER_KEY, JobMarker
-from service.gateway.marker_auth import sealed
 from service.gateway.paging import Cursor
+from service.sealing.marker_auth import sealed
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable

@@ -26,6 +26,7 @@ from service.contracts_monitors import (
 )
 from service.messaging.topics import ensure_topics, partition_for
 from service.monitors import Schedule, check_id, check_requests
+from service.sealing.marker_auth import marker_secret
 
 if TYPE_CHECKING:
     from harness import Topics
@@ -71,7 +72,7 @@ def monitor(
     )
 
 
-async def send(topics: Topics, messages: list[tuple[str, str, bytes]]) -> None:
+async def send(topics: Topics, messages: list[tuple[str, str, bytes | None]]) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, acks="all")
     await producer.start()
     try:
@@ -129,10 +130,12 @@ async def test_each_tick_fires_once_while_the_owner_is_killed_between_ticks(
 ):
     """`every 4 seconds` (CRAWL_MONITOR_MIN_INTERVAL lowered to 1 s for this test only):
     two ticks fire, the only coordinator is SIGKILLed right after one, a new one takes the
-    partitions back (static membership) and fires two more. Every check request on the
-    requests topic is there once, their scheduled times are distinct and consecutive
-    ticks, except those due while nobody owned the monitor, of which only the latest fired
-    on takeover."""
+    partitions back (static membership) and fires two more (a fetcher ends each check).
+    Every check request on the requests topic is there once, their scheduled times are
+    distinct and consecutive ticks, except those due while nobody owned the monitor, of
+    which only the latest fired on takeover, and those recorded as `skipped_overlap` (the
+    check the kill interrupted still ran), which produced no request."""
+    await start_worker("fetcher", CRAWL_ROLE="fetcher")
     first = await start_worker("monitors-a", **FAST, **STATIC)
     await wait_for_leaders(topics)
     record = monitor(
@@ -148,6 +151,11 @@ async def test_each_tick_fires_once_while_the_owner_is_killed_between_ticks(
     await second.kill()
 
     requests = checks_on(await read_all(topics, topics.requests))
+    overlapped = {
+        skip.scheduled_for
+        for r in await read_all(topics, topics.monitor_ticks)
+        for skip in MonitorTick.model_validate_json(r.value).skipped
+    }
     assert requests, "no check request was produced"
     assert all(len(times) == 1 for times in requests.values()), requests
     ticks = sorted(times[0] for rid, times in requests.items() if rid.endswith(".0"))
@@ -162,15 +170,16 @@ async def test_each_tick_fires_once_while_the_owner_is_killed_between_ticks(
         assert tick == later
         # a tick not fired was due while nobody owned the monitor (or its owner started)
         for missing in skipped:
-            assert (
+            assert missing in overlapped or (
                 killed_at - timedelta(seconds=1)
                 <= missing
                 <= taken_at + timedelta(seconds=INTERVAL_S)
-            ), (missing, killed_at, taken_at, ticks)
+            ), (missing, killed_at, taken_at, ticks, overlapped)
+    assert not overlapped & set(ticks)  # a tick is fired or skipped, never both
     for request_id, [at] in requests.items():
         assert request_id in {f"{check_id(record.id, at)}.0", f"{check_id(record.id, at)}.1"}
-    # the adaptive target (8 s at least, its checks finding nothing: no fetcher runs them)
-    # is in the first check, then only once its interval, grown by half, has passed
+    # the adaptive target (8 s at least) is in the first check, then only once its
+    # interval (adapted to what its previous check found) has passed
     adaptive = sorted(times[0] for rid, times in requests.items() if rid.endswith(".1"))
     assert adaptive[0] == ticks[0]
     assert len(adaptive) < len(ticks)
@@ -187,12 +196,15 @@ async def test_a_half_fired_tick_is_finished_without_a_second_request(
     await wait_for_leaders(topics)
     weekly = ScheduleSpec(text="weekly")
     tick_at = datetime(2026, 11, 29, tzinfo=UTC)
-    messages: list[tuple[str, str, bytes]] = []
+    messages: list[tuple[str, str, bytes | None]] = []
     planned: dict[str, str] = {}
+    secret = marker_secret(topics.settings())
     for name, produced_before in (("m-done", True), ("m-lost", False)):
         record = monitor(name, site, weekly)
         check = check_id(name, tick_at)
-        [request] = check_requests(record, check, trigger="scheduled", scheduled_for=tick_at)
+        [request] = check_requests(
+            record, check, trigger="scheduled", scheduled_for=tick_at, secret=secret
+        )
         partition = partition_for(request.request_id, PARTITIONS)
         intent = MonitorTick(
             monitor_id=name,
@@ -222,3 +234,58 @@ async def test_a_half_fired_tick_is_finished_without_a_second_request(
         for r in await read_all(topics, topics.monitor_ticks)
     ]
     assert {t.monitor_id for t in ticks if t.produced} == {"m-done", "m-lost"}
+
+
+async def last_ticks(topics: Topics) -> dict[str, bytes | None]:
+    """Per monitor id, the value of its last record on the ticks topic (None: a tombstone)."""
+    return {r.key.decode(): r.value for r in await read_all(topics, topics.monitor_ticks)}
+
+
+async def test_a_deleted_monitors_tick_record_is_tombstoned(
+    topics: Topics, site: TestSite, start_worker
+):
+    """A monitor deleted while its owner runs, and one deleted while no coordinator ran
+    (its tick record left behind): the last record of each on the compacted ticks topic is
+    a tombstone, so compaction drops them; a monitor still there keeps its tick."""
+    await ensure_topics(topics.settings())
+    await wait_for_leaders(topics)
+    tick_at = datetime(2026, 11, 29, tzinfo=UTC)
+    gone = monitor("m-gone", site, ScheduleSpec(text="weekly"))
+    left = MonitorTick(
+        monitor_id=gone.id,
+        scheduled_for=tick_at,
+        check_id=check_id(gone.id, tick_at),
+        requests=(),
+        produced=True,
+        fired_at=utc_now(),
+    )
+    await send(
+        topics,
+        [
+            (topics.monitors, gone.id, gone.model_dump_json().encode()),
+            (topics.monitor_ticks, gone.id, left.model_dump_json().encode()),
+            (topics.monitors, gone.id, None),
+        ],
+    )
+    worker = await start_worker("monitors-delete", **FAST)
+    live = monitor("m-live", site, ScheduleSpec(text=f"every {INTERVAL_S} seconds"))
+    kept = monitor("m-kept", site, ScheduleSpec(text=f"every {INTERVAL_S} seconds"))
+    await send(
+        topics,
+        [
+            (topics.monitors, live.id, live.model_dump_json().encode()),
+            (topics.monitors, kept.id, kept.model_dump_json().encode()),
+        ],
+    )
+    await wait_fired(worker, 2, deadline_s=60)
+    assert (await last_ticks(topics)).get(live.id) is not None
+    await send(topics, [(topics.monitors, live.id, None)])
+
+    async def tombstoned() -> bool:
+        last = await last_ticks(topics)
+        return last.get(live.id, b"") is None and last.get(gone.id, b"") is None
+
+    async with asyncio.timeout(60):
+        while not await tombstoned():
+            await asyncio.sleep(0.5)
+    assert (await last_ticks(topics))[kept.id] is not None

@@ -43,7 +43,13 @@ async def _monitor(gateway: Gateway, record: MonitorRecord) -> dict[str, Any]:
     checks = desk.checks(record)
     last = checks[0] if checks else None
     summary = None if last is None else await desk.summary(last)
-    return monitor_json(record, next_run=desk.next_run(record), last=last, last_summary=summary)
+    return monitor_json(
+        record,
+        next_run=desk.next_run(record),
+        last=last,
+        last_summary=summary,
+        webhook=desk.webhook_shown(record),
+    )
 
 
 async def _check(gateway: Gateway, record: MonitorRecord, check: Check) -> dict[str, Any]:

@@ -17,14 +17,16 @@ from aiokafka.errors import KafkaError
 
 from service.background import Background
 from service.contracts import dump_request, utc_now
-from service.contracts_monitors import MonitorTick, PlannedRequest
+from service.contracts_monitors import MAX_SKIPPED, MonitorTick, PlannedRequest, SkippedCheck
 from service.logs import get_logger
 from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.monitors.adaptive import Adaptive, TargetPlan, plan_targets
 from service.monitors.book import Known, MonitorBook
 from service.monitors.checks import check_requests
+from service.monitors.signing import signed_skip
 from service.monitors.ticks import Fire, check_id, decide, missing, request_id_of
+from service.sealing.marker_auth import marker_secret
 from service.worker.coordinator.monitor_reads import MonitorReads
 
 if TYPE_CHECKING:
@@ -55,7 +57,9 @@ class MonitorScheduler:
         self._settings = settings
         self._publisher = publisher
         self._owns = owns
-        self._book = MonitorBook(min_interval=settings.monitor_min_interval)
+        self._secret = marker_secret(settings)
+        """The gateway's marker key: tenants' records are checked with it, checks signed."""
+        self._book = MonitorBook(min_interval=settings.monitor_min_interval, secret=self._secret)
         self._reader = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False)
         self._reads = MonitorReads(settings, counts)
         self._wanted: set[int] = set()
@@ -131,7 +135,7 @@ class MonitorScheduler:
                 if tp.topic == self._settings.monitors_topic:
                     self._book.monitor_record(tp.partition, record.key, record.value)
                 else:
-                    self._book.tick_record(record.key, record.value)
+                    self._book.tick_record(tp.partition, record.key, record.value)
         assigned = {tp.partition for tp in self._reader.assignment()}
         for p in (assigned & self._wanted) - self._ready:
             tps = self._topic_partitions({p})
@@ -147,6 +151,12 @@ class MonitorScheduler:
                 if not self._owns(p):
                     break
                 await self._consider(known, now)
+            for monitor_id in self._book.orphans(p):
+                if not self._owns(p):
+                    break
+                await self._publisher.tombstone(self._settings.monitor_ticks_topic, monitor_id)
+                self._book.tick_deleted(monitor_id)
+                log.info("monitor.tick_deleted", monitor_id=monitor_id, partition=p)
 
     async def _consider(self, known: Known, now: datetime) -> None:
         record = known.record
@@ -161,8 +171,37 @@ class MonitorScheduler:
             now=now,
             paused=record.status == "paused",
         )
-        if isinstance(verdict, Fire):
-            await self._fire(known, verdict.scheduled_for)
+        if not isinstance(verdict, Fire):
+            return
+        if tick is not None and await self._reads.running(tick.requests):
+            await self._skip(known, tick, verdict.scheduled_for)
+            return
+        await self._fire(known, verdict.scheduled_for)
+
+    async def _skip(self, known: Known, previous: MonitorTick, scheduled_for: datetime) -> None:
+        """Record tick `scheduled_for` as a `skipped_overlap` check: the previous check
+        still runs, so no request is produced (Firecrawl's rule)."""
+        record = known.record
+        skip = SkippedCheck(
+            monitor_id=record.id,
+            check_id=check_id(record.id, scheduled_for),
+            scheduled_for=scheduled_for,
+            at=utc_now(),
+            tenant=record.tenant,
+        )
+        skipped = (*previous.skipped, signed_skip(self._secret, skip))[-MAX_SKIPPED:]
+        if not self._owns(known.partition):
+            return
+        await self._record(
+            previous.model_copy(update={"scheduled_for": scheduled_for, "skipped": skipped})
+        )
+        log.info(
+            "monitor.skipped_overlap",
+            monitor_id=record.id,
+            check_id=skip.check_id,
+            scheduled_for=scheduled_for.isoformat(),
+            running=previous.check_id,
+        )
 
     async def _fire(self, known: Known, scheduled_for: datetime) -> None:
         """Record the intent (each request's partition ends), produce, record it produced."""
@@ -170,11 +209,17 @@ class MonitorScheduler:
         plan = await self._targets(record, previous, scheduled_for)
         check = check_id(record.id, scheduled_for)
         requests = check_requests(
-            record, check, trigger="scheduled", scheduled_for=scheduled_for, only=plan.included
+            record,
+            check,
+            trigger="scheduled",
+            scheduled_for=scheduled_for,
+            only=plan.included,
+            secret=self._secret,
         )
         ids = [r.request_id for r in requests]
         request_ends = await self._reads.request_ends(ids)
         results_ends = await self._reads.results_ends(ids)
+        progress_ends = await self._reads.progress_ends(ids)
         targets = {request_id_of(check, i): t.id for i, t in enumerate(record.targets)}
         planned = tuple(
             PlannedRequest(
@@ -183,6 +228,7 @@ class MonitorScheduler:
                 offset_before=request_ends[rid],
                 target_id=targets[rid],
                 results_offset=results_ends[rid],
+                progress_offset=progress_ends[rid],
             )
             for rid in ids
         )
@@ -194,6 +240,7 @@ class MonitorScheduler:
             fired_at=utc_now(),
             intervals=plan.intervals,
             checked=plan.checked,
+            skipped=() if previous is None else previous.skipped,
         )
         if not self._owns(known.partition):
             return
@@ -222,13 +269,17 @@ class MonitorScheduler:
     async def _finish(self, known: Known, tick: MonitorTick) -> None:
         """Produce the requests of `tick` its partitions do not hold yet; mark it produced."""
         found = await self._reads.present(tick.requests)
-        absent = {p.request_id: p.results_offset for p in missing(tick.requests, found)}
+        absent = {p.request_id for p in missing(tick.requests, found)}
+        targets = {p.target_id for p in tick.requests}
         requests = check_requests(
             known.record,
             tick.check_id,
             trigger="scheduled",
             scheduled_for=tick.scheduled_for,
-            results_offsets=absent,
+            results_offsets={p.request_id: p.results_offset for p in tick.requests},
+            progress_offsets={p.request_id: p.progress_offset for p in tick.requests},
+            only=None if "" in targets else targets,
+            secret=self._secret,
         )
         requests = [r for r in requests if r.request_id in absent]
         for request in requests:
@@ -254,6 +305,7 @@ class MonitorScheduler:
             tick.model_dump_json().encode(),
         )
         self._book.ticks[tick.monitor_id] = tick
+        self._book.tick_partitions[tick.monitor_id] = self._reads.tick_partition(tick.monitor_id)
 
 
 def _rule(target: MonitorTarget) -> Adaptive | None:

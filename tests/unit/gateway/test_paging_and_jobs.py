@@ -9,8 +9,8 @@ import pytest
 from service.contracts import EventType, ProgressEvent
 from service.gateway.errors import ApiError
 from service.gateway.jobs import MARKER_KEY, JobMarker, JobView
-from service.gateway.marker_auth import sealed
 from service.gateway.paging import Cursor
+from service.sealing.marker_auth import sealed
 
 MARKER = JobMarker(
     kind="crawl",

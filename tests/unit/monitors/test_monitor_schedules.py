@@ -8,7 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from service.contracts import ChangeStatus, CrawlOptions, PageChange, PageResult
-from service.contracts_monitors import MonitorRecord, MonitorTarget, PlannedRequest, ScheduleSpec
+from service.contracts_monitors import (
+    MonitorRecord,
+    MonitorTarget,
+    MonitorTick,
+    PlannedRequest,
+    ScheduleSpec,
+)
 from service.monitors import (
     Adaptive,
     Fire,
@@ -23,7 +29,10 @@ from service.monitors import (
     summarise,
 )
 from service.monitors.adaptive import plan_targets
+from service.monitors.signing import signed_record
 from service.monitors.ticks import missing
+
+KEY = b"gateway-marker-key"
 
 
 def at(text: str) -> datetime:
@@ -233,7 +242,9 @@ def test_adaptive_targets_are_checked_when_their_interval_has_passed() -> None:
 def test_a_check_of_some_targets_keeps_each_targets_index() -> None:
     tick = at("2026-12-03T10:05")
     check = check_id("m1", tick)
-    [crawl] = check_requests(monitor(), check, trigger="scheduled", scheduled_for=tick, only={"t1"})
+    [crawl] = check_requests(
+        monitor(), check, trigger="scheduled", scheduled_for=tick, only={"t1"}, secret=KEY
+    )
     assert crawl.request_id == f"{check}.1"
 
 
@@ -265,7 +276,9 @@ def test_a_check_is_one_tracked_request_per_target() -> None:
     the monitor, the check and the target in its metadata."""
     tick = at("2026-12-03T10:05")
     check = check_id("m1", tick)
-    scrape, crawl = check_requests(monitor(), check, trigger="scheduled", scheduled_for=tick)
+    scrape, crawl = check_requests(
+        monitor(), check, trigger="scheduled", scheduled_for=tick, secret=KEY
+    )
     assert scrape.request_id == f"{check}.0"
     assert scrape.urls == ["https://example.com/a", "https://example.com/b"]
     assert scrape.options.change_tracking is not None
@@ -281,14 +294,43 @@ def test_a_check_is_one_tracked_request_per_target() -> None:
 
 def test_the_book_skips_unusable_records_and_follows_tombstones() -> None:
     """A monitor too fast for the minimum is left out; a tombstone deletes."""
-    book = MonitorBook(min_interval=timedelta(seconds=60))
-    book.monitor_record(0, b"m1", monitor().model_dump_json().encode())
-    fast = monitor(id="m2", schedule=ScheduleSpec(text="every 5 seconds"))
+    book = MonitorBook(min_interval=timedelta(seconds=60), secret=KEY)
+    book.monitor_record(0, b"m1", signed_record(KEY, monitor()).model_dump_json().encode())
+    book.monitor_record(0, b"m4", monitor(id="m4").model_dump_json().encode())  # unsigned
+    fast = signed_record(KEY, monitor(id="m2", schedule=ScheduleSpec(text="every 5 seconds")))
     book.monitor_record(0, b"m2", fast.model_dump_json().encode())
     book.monitor_record(0, b"m3", b"{not json")
     assert [known.record.id for known in book.on(0)] == ["m1"]
     book.monitor_record(0, b"m1", None)
     assert book.on(0) == []
+
+
+def test_the_book_names_the_ticks_of_deleted_monitors() -> None:
+    """A tick whose monitor was tombstoned (or never read) is an orphan to tombstone; one
+    whose monitor is there, even unusable, is not; a tick tombstone forgets it."""
+    book = MonitorBook(min_interval=timedelta(seconds=60), secret=KEY)
+    tick = MonitorTick(
+        monitor_id="m1",
+        scheduled_for=at("2026-12-03T10:05"),
+        check_id="c",
+        requests=(),
+        fired_at=at("2026-12-03T10:05"),
+    )
+    for monitor_id in ("m1", "m2", "m3"):
+        book.tick_record(
+            1,
+            monitor_id.encode(),
+            tick.model_copy(update={"monitor_id": monitor_id}).model_dump_json().encode(),
+        )
+    book.monitor_record(1, b"m1", signed_record(KEY, monitor()).model_dump_json().encode())
+    book.monitor_record(1, b"m2", b"{not json")
+    assert book.orphans(1) == ["m3"]
+    assert book.orphans(0) == []
+    book.monitor_record(1, b"m1", None)
+    assert sorted(book.orphans(1)) == ["m1", "m3"]
+    book.tick_record(1, b"m3", None)
+    assert book.orphans(1) == ["m1"]
+    assert "m3" not in book.ticks
 
 
 def result(url: str, status: ChangeStatus | None, *, ok: bool = True) -> PageResult:

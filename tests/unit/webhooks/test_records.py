@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from service.contracts import EventType, ProgressEvent
 from service.contracts_webhook import WebhookConfig
-from service.gateway.marker_auth import sealed
+from service.sealing.marker_auth import sealed
 from service.sealing.seal import derive
 from service.sealing.targets import Sealer
 from service.webhooks.metrics import WebhookMetrics
@@ -70,6 +70,9 @@ def marker(results_offset: int, results_partition: int = 0, *, signed: bool = Tr
 
 
 HOOK = "https://hooks.example/in"
+CHECK = {"monitor_id": "m", "check_id": "c", "target_id": "t0", "trigger": "manual"}
+ACME_CHECK = sealed(MARKER_SECRET, "job-1", CHECK | {"tenant": "acme"})
+MONITOR_SEAL = Sealer(KEY).record("monitor:m", "acme", WebhookConfig(url=HOOK))
 OTHER_KEY_SEAL = Sealer(derive(b"another deployment")).record("job-1", "t", WebhookConfig(url=HOOK))
 ANOTHER_JOBS_SEAL = Sealer(KEY).record("job-2", "t", WebhookConfig(url=HOOK))
 
@@ -88,6 +91,31 @@ ANOTHER_JOBS_SEAL = Sealer(KEY).record("job-2", "t", WebhookConfig(url=HOOK))
         (event({"webhook": OTHER_KEY_SEAL}), "sealed"),
         (event({"webhook": ANOTHER_JOBS_SEAL}), "sealed"),
         (event({"webhook": {"sealed": "v1.AAAA"}}), "sealed"),
+        (event({"webhook": HOOK, "monitor": CHECK | {"tenant": "acme"}}), "marker"),
+        (event({"webhook": MONITOR_SEAL, "monitor": sealed(b"?", "job-1", CHECK)}), "marker"),
+        (
+            event({"webhook": MONITOR_SEAL, "monitor": sealed(MARKER_SECRET, "job-9", CHECK)}),
+            "marker",
+        ),
+        (event({"webhook": MONITOR_SEAL}), "sealed"),  # a monitor's seal on no check
+        (
+            event(
+                {
+                    "webhook": MONITOR_SEAL,
+                    "monitor": sealed(MARKER_SECRET, "job-1", CHECK | {"monitor_id": "m2"}),
+                }
+            ),
+            "sealed",
+        ),
+        (
+            event(
+                {
+                    "webhook": MONITOR_SEAL,
+                    "monitor": sealed(MARKER_SECRET, "job-1", CHECK | {"tenant": "globex"}),
+                }
+            ),
+            "sealed",
+        ),
     ],
 )
 def test_a_record_it_cannot_use_is_counted_logged_once_and_skipped(value, reason):
@@ -112,3 +140,14 @@ def test_a_usable_record_names_its_receiver_and_its_hook():
     assert planned.target.origin == "https://hooks.example:443"
     assert planned.target.tenant == "tenant-b"
     assert planned.hook == "started"
+
+
+def test_a_checks_sealed_webhook_is_its_monitors_tenants():
+    """An authentic check of monitor m opens m's sealed webhook, whose tenant signs it."""
+    planned = records(WebhookMetrics()).plan(
+        record(event({"webhook": MONITOR_SEAL, "monitor": ACME_CHECK}))
+    )
+    assert planned is not None
+    assert planned.check is not None
+    assert planned.target.tenant == "acme"
+    assert planned.target.url == HOOK
