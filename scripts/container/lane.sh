@@ -7,7 +7,8 @@
 #    reaches when no registry serves them: a Debian bookworm root file system (mmdebstrap) as
 #    the Python base, and a Kafka image from the official jars on Maven Central;
 # 3. the project's image from the project's Dockerfile (BASE_IMAGE: the stand-in base);
-# 4. tests/deploy/test_container.py with CRAWL_CONTAINER_LANE=1 (it skips without).
+# 4. tests/deploy/test_container.py with CRAWL_CONTAINER_LANE=1 (it skips without); the
+#    script's arguments go to pytest (`make test-container LANE_ARGS="-k kill"`).
 # Cached between runs: the root file system and the Kafka jars under $CACHE, the images and
 # their build layers in the engine's store.
 set -euo pipefail
@@ -148,6 +149,6 @@ say "image built in ${build_s} s, $((size / 1000000)) MB"
 
 say "tests/deploy/test_container.py"
 CRAWL_CONTAINER_LANE=1 CRAWL_LANE_IMAGE="$IMAGE_TAG" CRAWL_LANE_KAFKA_IMAGE="$KAFKA_TAG" \
-    .venv/bin/pytest -q -p no:xdist -p no:cacheprovider tests/deploy/test_container.py \
+    .venv/bin/pytest -q -p no:xdist -p no:cacheprovider tests/deploy/test_container.py "$@" \
     || { say "failed; logs in $LOGS"; exit 1; }
 say "passed"
