@@ -34,9 +34,10 @@ test: setup lint
 ## The container lane (docs/containers.md): an engine (started here when none answers), the
 ## base images made from Debian's packages and the official Kafka jars when no registry serves
 ## them, the image from ./Dockerfile, then docker-compose.yml's services and the image by hand
-## (tests/deploy/test_container.py, which skips outside this lane). Run as root.
+## (tests/deploy/test_container.py, which skips outside this lane). Run as root. LANE_ARGS go
+## to pytest, e.g. LANE_ARGS="-k kill" for the tests of a `docker kill` (and their fixtures).
 test-container: setup
-	bash scripts/container/lane.sh
+	bash scripts/container/lane.sh $(LANE_ARGS)
 
 ## The fast lane for every change: lint, types and the unit tests (no broker, no browser).
 check: setup lint

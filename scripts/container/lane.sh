@@ -7,7 +7,8 @@
 #    reaches when no registry serves them: a Debian bookworm root file system (mmdebstrap) as
 #    the Python base, and a Kafka image from the official jars on Maven Central;
 # 3. the project's image from the project's Dockerfile (BASE_IMAGE: the stand-in base);
-# 4. tests/deploy/test_container.py with CRAWL_CONTAINER_LANE=1 (it skips without).
+# 4. tests/deploy/test_container.py with CRAWL_CONTAINER_LANE=1 (it skips without); the
+#    script's arguments go to pytest (`make test-container LANE_ARGS="-k kill"`).
 # Cached between runs: the root file system and the Kafka jars under $CACHE, the images and
 # their build layers in the engine's store.
 set -euo pipefail
@@ -74,9 +75,45 @@ stop_engine() {
     wait "$engine_pid" 2>/dev/null || true
     engine_pid=
 }
+# The CPU weight of the engine's containers. Where every process runs in the root cgroup (this
+# machine: no systemd, no slices), each runnable host thread weighs 1024, while all containers
+# together, in the engine's cgroup `docker`, weigh 1024 too: under the load average of 100 that
+# the suite and other work give this machine, the containers got about 1% of its two cores,
+# Chromium in them could not open a page within its 15 s deadline and every health check timed
+# out. The lane gives that cgroup the weight of CPU_WEIGHT_THREADS host threads (its containers
+# run about 40 processes) while it runs, and puts the weight it found back at the end.
+CPU_WEIGHT_THREADS=32
+weight_file= weight_found= made_cgroup=
+weigh_containers() {
+    grep -qE '^[0-9]+:(cpu|cpu,cpuacct|cpuacct,cpu)?:/$' /proc/self/cgroup || return 0
+    [[ $(docker info --format '{{.CgroupDriver}}') == cgroupfs ]] || return 0
+    local weight
+    # the engine makes its cgroup with its first container; the lane's weight goes on first
+    if [[ -d /sys/fs/cgroup/cpu && ! -d /sys/fs/cgroup/cpu/docker ]]; then
+        mkdir /sys/fs/cgroup/cpu/docker && made_cgroup=/sys/fs/cgroup/cpu/docker
+    fi
+    if [[ -d /sys/fs/cgroup/cpu/docker ]]; then  # cgroup v1
+        weight_file=/sys/fs/cgroup/cpu/docker/cpu.shares weight=$((CPU_WEIGHT_THREADS * 1024))
+    elif [[ -f /sys/fs/cgroup/docker/cpu.weight ]]; then  # cgroup v2: 100 is a thread's
+        weight_file=/sys/fs/cgroup/docker/cpu.weight weight=$((CPU_WEIGHT_THREADS * 100))
+    else
+        return 0
+    fi
+    weight_found=$(cat "$weight_file")
+    say "the containers' CPU weight: $weight ($weight_file, was $weight_found)"
+    echo "$weight" >"$weight_file"
+}
+unweigh_containers() {
+    [[ -n $weight_found && -e $weight_file ]] || return 0
+    echo "$weight_found" >"$weight_file" || true
+    weight_found=
+    # made by the lane: removed once empty (an engine the lane did not start may still use it)
+    [[ -z $made_cgroup ]] || rmdir "$made_cgroup" 2>/dev/null || true
+}
 finish() {
     remove_lane_containers
     stop_engine
+    unweigh_containers
 }
 trap finish EXIT
 # dockerd with storage driver $1; false (and nothing left running) when it does not answer
@@ -107,6 +144,7 @@ else
 fi
 
 remove_lane_containers  # an earlier run's, should one have been killed
+weigh_containers
 
 # The ports the compose services bind on the host's network (tests/deploy/compose.lane.yml):
 # a process holding one would fail the lane later, and less clearly.
@@ -148,6 +186,6 @@ say "image built in ${build_s} s, $((size / 1000000)) MB"
 
 say "tests/deploy/test_container.py"
 CRAWL_CONTAINER_LANE=1 CRAWL_LANE_IMAGE="$IMAGE_TAG" CRAWL_LANE_KAFKA_IMAGE="$KAFKA_TAG" \
-    .venv/bin/pytest -q -p no:xdist -p no:cacheprovider tests/deploy/test_container.py \
+    .venv/bin/pytest -q -p no:xdist -p no:cacheprovider tests/deploy/test_container.py "$@" \
     || { say "failed; logs in $LOGS"; exit 1; }
 say "passed"

@@ -313,24 +313,26 @@ def request(request_id: str, urls: list[str]) -> tuple[bytes, bytes]:
 
 
 def all_ended(seen: Collected, requests: dict[str, list[str]]) -> bool:
-    """Every request has a terminal event and, for each, as many results of its run as it
-    has URLs (the collector reads results and progress from different topics, so a terminal
-    event may be read before the last results it follows)."""
+    """Every request has a terminal event and a result for each of its URLs (the collector
+    reads results and progress from different topics, so a terminal event may be read
+    before the last results it follows). Results count by URL, whatever their run: a run
+    that takes a request over after a kill counts the pages finished before it, whose
+    results carry the run that dispatched them (`PageResult.run_id`, docs/guarantees.md)."""
     for rid, urls in requests.items():
-        terminal = seen.terminal(rid)
-        if not terminal:
+        if not seen.terminal(rid):
             return False
-        for event in terminal:
-            if sum(r.run_id == event.run_id for r in seen.results_of(rid)) < len(urls):
-                return False
+        if not {r.url for r in seen.results_of(rid)} >= set(urls):
+            return False
     return True
 
 
 def assert_nothing_lost(collector: Collector, requests: dict[str, list[str]]) -> set[str]:
-    """Each request ended: one terminal event per run, each `completed` with every URL's
-    result, all ok, in that run. A run that completed but was not committed before a kill
-    is redone (at least once: docs/guarantees.md), so a request may have two such runs; an
-    interrupted run has none. Returns the workers that completed runs."""
+    """Each request ended: one terminal event per run, each `completed` and counting every
+    URL a success; every URL has a result, all ok, one `result_id` per URL (a page rendered
+    again after a kill is a duplicate, not another result). A run that completed but was
+    not committed before a kill is redone (at least once: docs/guarantees.md), so a request
+    may have two such runs; an interrupted run has none. Returns the workers that completed
+    runs."""
     completed_by = set()
     for rid, urls in requests.items():
         terminal = collector.seen.terminal(rid)
@@ -338,11 +340,15 @@ def assert_nothing_lost(collector: Collector, requests: dict[str, list[str]]) ->
         assert runs, rid
         assert len(runs) == len(set(runs)), rid  # one terminal event per run
         for event in terminal:
-            assert event.type == EventType.COMPLETED, rid
-            results = {r.url: r for r in collector.seen.results_of(rid) if r.run_id == event.run_id}
-            assert sorted(results) == sorted(urls), rid
-            assert all(r.ok for r in results.values()), rid
+            counts = (event.type, event.total, event.succeeded, event.failed, event.cancelled)
+            assert counts == (EventType.COMPLETED, len(urls), len(urls), 0, 0), rid
             completed_by.add(event.worker)
+        ids: dict[str, set[str]] = {}
+        for result in collector.seen.results_of(rid):
+            assert result.ok, (rid, result.url, result.error)
+            ids.setdefault(result.url, set()).add(result.result_id)
+        assert sorted(ids) == sorted(urls), rid
+        assert all(len(found) == 1 for found in ids.values()), rid
     return completed_by
 
 
@@ -355,11 +361,28 @@ async def crawl_with_a_kill(
         for i in range(12)
     }
     async with collecting(topics) as collector:
-        await produce(topics, [request(rid, urls) for rid, urls in requests.items()])
-        await collector.wait_until(lambda seen: len(seen.results) >= 4, CRAWL_DEADLINE_S)
-        await asyncio.to_thread(kill)
-        await collector.wait_until(lambda seen: all_ended(seen, requests), CRAWL_DEADLINE_S)
-        return assert_nothing_lost(collector, requests)
+        try:
+            await produce(topics, [request(rid, urls) for rid, urls in requests.items()])
+            await collector.wait_until(lambda seen: len(seen.results) >= 4, CRAWL_DEADLINE_S)
+            await asyncio.to_thread(kill)
+            await collector.wait_until(lambda seen: all_ended(seen, requests), CRAWL_DEADLINE_S)
+            return assert_nothing_lost(collector, requests)
+        finally:
+            save_seen(collector.seen, LOGS / f"kill-{prefix}.jsonl")
+
+
+def save_seen(seen: Collected, path: Path) -> None:
+    """What the collector read, one line per event or result (without the page's content)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as sink:
+        for event, partition in seen.events:
+            line = event.model_dump(mode="json", exclude={"request_metadata"})
+            sink.write(json.dumps({"topic": "progress", "partition": partition, **line}) + "\n")
+        for result, partition in seen.results:
+            line = result.model_dump(
+                mode="json", include={"request_id", "result_id", "run_id", "url", "ok", "worker"}
+            )
+            sink.write(json.dumps({"topic": "results", "partition": partition, **line}) + "\n")
 
 
 def scrape(url: str, api_url: str) -> Any:
