@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 ADMIN_DEADLINE_S: Final = 30.0
+
+DESCRIBE_RETRY_S: Final = 0.1
+"""Pause between descriptions of a topic made a moment ago, until the broker has it."""
+
+_NOT_YET: Final = frozenset({3, 5})
+"""UNKNOWN_TOPIC_OR_PARTITION and LEADER_NOT_AVAILABLE: a topic made a moment ago."""
 """Deadline for connecting the admin client, creating topics and waiting for their leaders."""
 
 LEADER_POLL_S: Final = 0.2
@@ -134,25 +140,39 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
 
 
 async def ensure_topics(settings: Settings) -> list[str]:
-    """Create every missing topic; existing ones are left as they are. Returns those created."""
+    """Create every missing topic; existing ones are left as they are. Returns those created.
+
+    The topics whose partition count others follow (requests, pages) are made first; their
+    partners then get the count the broker describes, also when another process made the
+    topic a moment ago (the list of topics may not show it yet)."""
     async with _admin(settings) as admin:
         existing = set(await asyncio.wait_for(admin.list_topics(), ADMIN_DEADLINE_S))
         wanted = wanted_topics(settings)
-        wanted |= await _partner_counts(admin, settings, existing & set(wanted))
-        missing = [
-            NewTopic(
-                name,
-                partitions,
-                settings.replication_factor,
-                topic_configs=topic_configs(settings, name),
-            )
-            for name, partitions in wanted.items()
-            if name not in existing
-        ]
-        if missing:
-            response = await asyncio.wait_for(admin.create_topics(missing), ADMIN_DEADLINE_S)
-            _check_created(response.topic_errors)
-        return [topic.name for topic in missing]
+        owners = {name: wanted[name] for name in _partners(settings) if name in wanted}
+        made = await _create(admin, settings, owners, existing)
+        existing |= set(owners)  # made here, or by another process since the list
+        wanted |= await _partner_counts(admin, settings, set(owners))
+        rest = {name: count for name, count in wanted.items() if name not in owners}
+        return made + await _create(admin, settings, rest, existing)
+
+
+async def _create(
+    admin: AIOKafkaAdminClient, settings: Settings, wanted: dict[str, int], existing: set[str]
+) -> list[str]:
+    missing = [
+        NewTopic(
+            name,
+            partitions,
+            settings.replication_factor,
+            topic_configs=topic_configs(settings, name),
+        )
+        for name, partitions in wanted.items()
+        if name not in existing
+    ]
+    if missing:
+        response = await asyncio.wait_for(admin.create_topics(missing), ADMIN_DEADLINE_S)
+        _check_created(response.topic_errors)
+    return [topic.name for topic in missing]
 
 
 def _partners(settings: Settings) -> dict[str, tuple[str, ...]]:
@@ -174,15 +194,21 @@ async def _partner_counts(
     own count, whatever the settings say (a requests topic made by hand with 1 partition
     gets a frontier topic of 1), so a worker never makes a pair it then refuses."""
     partners = {name: made for name, made in _partners(settings).items() if name in existing}
-    if not partners:
-        return {}
-    described = await asyncio.wait_for(admin.describe_topics(list(partners)), ADMIN_DEADLINE_S)
     counts: dict[str, int] = {}
-    for topic in described:
-        if topic["error_code"] or not topic["partitions"]:
-            continue
-        for made in partners.get(topic["topic"], ()):
-            counts[made] = len(topic["partitions"])
+    async with asyncio.timeout(ADMIN_DEADLINE_S):
+        while partners:
+            for topic in await admin.describe_topics(list(partners)):
+                code = topic["error_code"]
+                if code and code not in _NOT_YET:
+                    error = for_code(int(code))
+                    msg = f"cannot describe topic {topic['topic']}: {error.__name__}"
+                    raise ConfigurationError(msg)
+                if code or not topic["partitions"]:
+                    continue  # made a moment ago: not yet described
+                for made in partners.pop(topic["topic"]):
+                    counts[made] = len(topic["partitions"])
+            if partners:
+                await asyncio.sleep(DESCRIBE_RETRY_S)
     return counts
 
 
