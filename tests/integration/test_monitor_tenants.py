@@ -10,10 +10,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from firecrawl import Firecrawl
 from firecrawl.v2.utils.error_handler import FirecrawlError
 from gateway import DispatcherProcess
+from harness import send
 from waiting import until
 from webhook_receiver import receiving
 
@@ -52,16 +53,6 @@ def keyed(tmp_path: Path, **acme: Any) -> dict[str, str]:
         "CRAWL_GATEWAY_SECRET": GATEWAY_SECRET,
         **FAST,
     }
-
-
-async def send(topics: Topics, messages: list[tuple[str, str, bytes]]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, acks="all")
-    await producer.start()
-    try:
-        for topic, key, value in messages:
-            await producer.send_and_wait(topic, value, key=key.encode())
-    finally:
-        await producer.stop()
 
 
 async def requests_of(topics: Topics) -> list[tuple[str, dict[str, Any]]]:

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from harness import wait_for_leaders
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from harness import send, wait_for_leaders
 
 from service.contracts import dump_request, utc_now
 from service.contracts_monitors import (
@@ -70,16 +70,6 @@ def monitor(
         updated_at=now,
         schedule_since=now,
     )
-
-
-async def send(topics: Topics, messages: list[tuple[str, str, bytes | None]]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, acks="all")
-    await producer.start()
-    try:
-        for topic, key, value in messages:
-            await producer.send_and_wait(topic, value, key=key.encode())
-    finally:
-        await producer.stop()
 
 
 async def read_all(topics: Topics, topic: str) -> list[Any]:

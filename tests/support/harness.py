@@ -417,11 +417,20 @@ async def wait_for_leaders(topics: Topics, partitions: int = 4) -> None:
 
 
 async def produce(topics: Topics, messages: list[tuple[bytes | None, bytes | None]]) -> None:
+    """Records to the requests topic, each acknowledged by the broker."""
+    await send(topics, [(topics.requests, key, value) for key, value in messages])
+
+
+async def send(
+    topics: Topics, messages: list[tuple[str, str | bytes | None, bytes | None]]
+) -> None:
+    """Records to any topic (a None value is a tombstone), each acknowledged by the broker."""
     producer = AIOKafkaProducer(bootstrap_servers=topics.bootstrap, acks="all")
     await producer.start()
     try:
-        for key, value in messages:
-            await producer.send_and_wait(topics.requests, value, key=key)
+        for topic, key, value in messages:
+            encoded = key.encode() if isinstance(key, str) else key
+            await producer.send_and_wait(topic, value, key=encoded)
     finally:
         await producer.stop()
 
