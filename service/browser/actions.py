@@ -13,7 +13,6 @@ import base64
 from typing import TYPE_CHECKING, Final
 
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
 from service.browser.failures import PageFailedError, first_line
@@ -38,6 +37,12 @@ if TYPE_CHECKING:
 IDLE_MS: Final = 1000
 """An infinite scroll is over when the page has not grown for this long after a scroll."""
 
+IDLE_TICK_MS: Final = 50
+"""The page's own timer ticks that measure `IDLE_MS`: the wait runs in the page and lasts at
+least `IDLE_MS // IDLE_TICK_MS` turns of the page's timers as well as `IDLE_MS`, so a page
+whose main thread was busy (or whose renderer got no CPU) still runs the timers that were due
+before the wait gives up, as it would on an idle machine."""
+
 OWN_TIMEOUT_MARGIN_S: Final = 0.5
 """Extra time past a step's deadline before it is cut: Playwright's own timeout, which says
 what it waited for, comes first."""
@@ -53,9 +58,17 @@ _REPEATABLE: Final = (WaitAction, ScrollAction, ExecuteJavascriptAction, Screens
 
 _JSON: Final = TypeAdapter(JsonValue)
 
-_GREW: Final = "(height) => document.documentElement.scrollHeight > height"
-_HEIGHT: Final = "() => document.documentElement.scrollHeight"
-_TO_BOTTOM: Final = "() => window.scrollTo(0, document.documentElement.scrollHeight)"
+_SCROLL_AND_WAIT: Final = """async ([idleMs, tickMs]) => {
+  const root = document.documentElement;
+  const before = root.scrollHeight;
+  window.scrollTo(0, before);
+  const start = performance.now();
+  for (let ticks = 0; ticks * tickMs < idleMs || performance.now() - start < idleMs; ticks++) {
+    await new Promise((resolve) => setTimeout(resolve, tickMs));
+    if (root.scrollHeight > before) return true;
+  }
+  return false;
+}"""
 _BY: Final = "([dy, sign]) => window.scrollBy(0, (dy ?? window.innerHeight) * sign)"
 
 
@@ -161,11 +174,7 @@ async def _click(page: Page, action: ClickAction, timeout_ms: float) -> None:
 async def _scroll_until_idle(page: Page, max_steps: int) -> None:
     """Scroll to the bottom until the page stops growing (the step's deadline caps it)."""
     for _ in range(max_steps):
-        height = await page.evaluate(_HEIGHT)
-        await page.evaluate(_TO_BOTTOM)
-        try:
-            await page.wait_for_function(_GREW, arg=height, timeout=IDLE_MS)
-        except PlaywrightTimeoutError:
+        if not await page.evaluate(_SCROLL_AND_WAIT, [IDLE_MS, IDLE_TICK_MS]):
             return
 
 

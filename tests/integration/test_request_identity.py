@@ -206,7 +206,8 @@ async def test_actions_click_load_more_fill_a_form_scroll_evaluate_and_screensho
     shared_topics, shared_collector, site, shared_worker
 ):
     """A click reveals the hidden part; a filled and submitted form gives its next page; an
-    infinite scroll gives items 40-60; a script's value and a screenshot come back; `auto`
+    infinite scroll gives items 40-60, also when the page's main thread is busy for 1.5 s
+    after each scroll; a script's value and a screenshot come back; `auto`
     runs actions in the browser."""
     results = await _crawl(
         shared_topics,
@@ -244,6 +245,12 @@ async def test_actions_click_load_more_fill_a_form_scroll_evaluate_and_screensho
                 actions=({"type": "scroll", "until_idle": True, "max_steps": 10},),
             ),
             _request("act-noscroll", [site.url("/actions/scroll")], formats=("text",)),
+            _request(
+                "act-scroll-busy",
+                [site.url("/actions/scroll-busy")],
+                formats=("text",),
+                actions=({"type": "scroll", "until_idle": True, "max_steps": 10},),
+            ),
         ],
     )
     more = results["act-more"]
@@ -258,9 +265,9 @@ async def test_actions_click_load_more_fill_a_form_scroll_evaluate_and_screensho
     assert form.final_url.startswith(site.url("/actions/answer?q=blue"))
     assert "Results for blue kettle" in form.text
     assert form.actions.returns == ["/actions/answer"]
-    scrolled = results["act-scroll"].text
-    for number in (40, 50, 60):
-        assert f"Feed item {number}" in scrolled
+    for scrolled in (results["act-scroll"].text, results["act-scroll-busy"].text):
+        for number in (40, 50, 60):
+            assert f"Feed item {number}" in scrolled
     assert "Feed item 40" not in results["act-noscroll"].text
     assert results["act-noscroll"].actions is None
 

@@ -78,10 +78,15 @@ function add(count) {
 add(20);
 window.addEventListener('scroll', () => {
   if (window.innerHeight + window.scrollY >= document.body.scrollHeight - 10) {
+    const busyUntil = performance.now() + BUSY_MS;
+    while (performance.now() < busyUntil) {}
     setTimeout(() => add(20), 150);
   }
 });
 </script></body></html>"""
+"""An infinite feed of 60 items, 20 more 150 ms after each scroll to the bottom; its scroll
+handler first keeps the page's main thread busy for BUSY_MS (a heavy page, or a renderer that
+gets no CPU on a loaded machine)."""
 
 
 def _page(text: str) -> web.RequestHandler:
@@ -106,6 +111,7 @@ ROUTES = (
     web.get("/actions/load-more", _page(LOAD_MORE)),
     web.get("/actions/form", _page(FORM)),
     web.get("/actions/answer", answer),
-    web.get("/actions/scroll", _page(SCROLL)),
+    web.get("/actions/scroll", _page(SCROLL.replace("BUSY_MS", "0"))),
+    web.get("/actions/scroll-busy", _page(SCROLL.replace("BUSY_MS", "1500"))),
 )
 """The identity and action routes."""
