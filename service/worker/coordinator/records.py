@@ -40,15 +40,16 @@ class Coordinator:
     """Handles the request records of the partitions this worker owns in the coordinator
     group (`handle`, the requests consumer's handler)."""
 
-    def __init__(self, deps: CoordinatorDeps, active: ActiveRuns) -> None:
+    def __init__(self, deps: CoordinatorDeps, active: ActiveRuns, reliever: Reliever) -> None:
+        """`reliever`: the requests consumer whose records this coordinator handles."""
         self._deps = deps
         self._settings = deps.settings
         self._active = active
-        self._reliever: Reliever | None = None
+        self._reliever = reliever
 
-    def relieve_through(self, consumer: Reliever) -> None:
-        """The consumer this coordinator's handler is given to (built with `handle`)."""
-        self._reliever = consumer
+    def full(self, _partition: int) -> bool:
+        """A request partition is never held for this coordinator's sake."""
+        return False
 
     async def handle(
         self, record: ConsumerRecord[bytes, bytes], delivery: Delivery, owned: asyncio.Event
@@ -97,7 +98,7 @@ class Coordinator:
                 owned=owned,
                 since_ms=record.timestamp,
                 earlier=delivery.earlier,
-                relieve=(lambda: reliever.relieved(record)) if reliever else None,
+                relieve=lambda: reliever.relieved(record),
             )
             with self._active.running(request.request_id, run):
                 await run.execute()

@@ -321,6 +321,12 @@ class Fetcher:
         its limit: they wait however many slots are free)."""
         return self._queues.get(partition, 0)
 
+    def full(self, partition: int) -> bool:
+        """A slot's worth of `partition`'s pages wait here (their hosts at their limit, or
+        the slots busy): it is read no further, so it does not fill the whole backlog and
+        keep the other partitions' hosts from the free slots."""
+        return self.queued(partition) >= self.settings.max_page_slots
+
     def backlog_left(self, priority: int = 0) -> asyncio.Future[None]:
         """Done when a page leaves the backlog (its content is there) and this is the oldest
         run of those asking (lowest `priority`, then the first to ask): one page's room
