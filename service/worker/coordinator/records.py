@@ -15,7 +15,7 @@ from service.messaging.dead_letter import send_dead_letter
 from service.messaging.failures import PublishError, root_cause
 from service.messaging.offsets import Verdict
 from service.worker.coordinator.intake import parse_request
-from service.worker.coordinator.outputs import RunOutputs
+from service.worker.coordinator.outputs import Destinations, RunOutputs
 from service.worker.coordinator.run import Run
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ class Coordinator:
         self._settings = deps.settings
         self._active = active
         self._reliever = reliever
+        self._destinations = Destinations.from_settings(deps.settings)
 
     def full(self, _partition: int) -> bool:
         """A request partition is never held for this coordinator's sake."""
@@ -141,7 +142,7 @@ class Coordinator:
         if exc.request_id is not None:
             outputs = RunOutputs(
                 self._deps.publisher,
-                self._settings,
+                self._destinations,
                 request_id=exc.request_id,
                 run_id=uuid.uuid4().hex,
                 total=0,
