@@ -9,7 +9,7 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Final
 
 import pydantic_core
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, JsonValue, SkipValidation
 
 from service.content.blocking import challenge_seen
 from service.content.extract import Extracted, HtmlTooComplexError, Outlinks, extract
@@ -36,6 +36,9 @@ class PageContent(PageFields):
 
     model_config = ConfigDict(frozen=True, validate_by_name=True, arbitrary_types_allowed=True)
 
+    json_data: SkipValidation[JsonValue] = Field(default=None, alias="json")
+    """As `PageFields.json_data`, validated once, on the `PageResult` (an `extract` of
+    thousands of objects takes milliseconds to walk)."""
     retry_after_s: float | None = None
     """Seconds the server asked to wait before trying again (`Retry-After`), if it said."""
     outlinks: Outlinks | None = None

@@ -72,6 +72,14 @@ def test_the_fetchers_own_fields_are_named_and_not_on_the_wire():
     assert FETCHER_ONLY.isdisjoint(PageResult.model_fields)
 
 
+def test_the_contents_json_is_the_page_fields_json_validated_once_on_the_result():
+    """`PageContent` skips walking `json` (the `PageResult` validates it): same name, alias,
+    default and type otherwise."""
+    mine, wire = PageContent.model_fields["json_data"], PageFields.model_fields["json_data"]
+    same = ("alias", "default", "annotation")
+    assert [getattr(mine, n) for n in same] == [getattr(wire, n) for n in same]
+
+
 def test_the_result_fields_are_every_page_field():
     content = failed(ErrorCode.INTERNAL, "x", final_url=URL, status_code=500)
     assert content.result_fields().keys() == PageFields.model_fields.keys()
