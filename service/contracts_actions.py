@@ -7,6 +7,8 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, model_validator
 
+from service.selectors import MAX_SELECTOR_CHARS
+
 MAX_ACTIONS: Final = 50
 """Steps per request."""
 
@@ -16,7 +18,7 @@ MAX_WAIT_MS: Final = 60_000
 MAX_SCROLL_STEPS: Final = 200
 """Most scrolls of one `scroll` with `until_idle`."""
 
-Selector = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+Selector = Annotated[str, StringConstraints(min_length=1, max_length=MAX_SELECTOR_CHARS)]
 """A Playwright selector (CSS, or an engine such as `text=`), judged by the browser."""
 
 

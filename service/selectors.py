@@ -9,7 +9,8 @@ from typing import Final
 from selectolax.lexbor import LexborHTMLParser, SelectolaxError
 
 MAX_SELECTOR_CHARS: Final = 1024
-"""Longest selector accepted in `include_tags`, `exclude_tags` or an `extract` schema."""
+"""Longest selector accepted in `include_tags`, `exclude_tags`, an `extract` schema,
+`wait_for` or an action's `selector`."""
 
 
 @lru_cache(maxsize=1024)

@@ -1,9 +1,10 @@
 """The gate: carries the governor's decisions to the page slots, the consumer and the browser.
 
-The sampler calls `on_sample` with each snapshot; the scheduler asks `admit`; the consumer
-asks `should_pause` before each poll, which weighs the scheduler's intake backlog: pages a
-request taken now would wait behind (the waiting pages of a request already rendering more
-than its share do not count: a new request goes before them). Every pause, resume and shed
+The sampler calls `on_sample` with each snapshot; the scheduler asks a `SlotAdmission` (built
+first: then the scheduler, then the gate, in order); the consumer asks `should_pause` before
+each poll, which weighs the scheduler's intake backlog: pages a request taken now would wait
+behind (the waiting pages of a request already rendering more than its share do not count: a
+new request goes before them). Every pause, resume and shed
 is logged with the figures that caused it, and a change of the limit that binds (the worker's
 own cgroup, an ancestor's, the configured one) as `memory.bound`.
 """
@@ -57,29 +58,47 @@ class Browsers(Protocol):
         """Replace the browser; the replacement is counted under `cause`."""
 
 
+class SlotAdmission:
+    """Whether one more page may start: the governor's answer on the latest snapshot (the
+    gate keeps it current), or the slot ceiling when the governor does not enforce."""
+
+    def __init__(
+        self, governor: Governor, first: MemorySnapshot, *, enforce: bool = True, ceiling: int = 1
+    ) -> None:
+        self.governor = governor
+        self.snapshot = first
+        self.enforce = enforce
+        self._ceiling = ceiling
+
+    def admit(self, in_flight: int) -> bool:
+        if not self.enforce:
+            return in_flight < self._ceiling
+        return self.governor.admit(self.snapshot, in_flight)
+
+
 class MemoryGate:
-    """Admission, pause and shedding driven by memory snapshots and the governor."""
+    """Pause and shedding driven by memory snapshots and the governor, for the page slots
+    (`slots`, built with `admission`) and the browsers (None: a gate without a browser)."""
 
     def __init__(
         self,
-        governor: Governor,
+        admission: SlotAdmission,
         metrics: Metrics,
         *,
+        slots: Slots,
+        browsers: Browsers | None,
         backlog_capacity: int,
-        first: MemorySnapshot,
         clock: Callable[[], float] = time.monotonic,
-        enforce: bool = True,
-        ceiling: int = 1,
     ) -> None:
-        self._governor = governor
-        self._enforce = enforce
-        self._ceiling = ceiling
+        self._admission = admission
+        self._governor = admission.governor
+        self._enforce = admission.enforce
         self._metrics = metrics
         self._backlog_capacity = backlog_capacity
         self._clock = clock
-        self._snapshot = first
-        self._scheduler: Slots | None = None
-        self._pool: Browsers | None = None
+        self._scheduler = slots
+        self._pool = browsers
+        first = admission.snapshot
         self._browser_generation = 0
         self._browser_baseline = first.tree_pss_bytes
         self._paused = False
@@ -87,15 +106,9 @@ class MemoryGate:
         metrics.memory_limit.set(first.limit_bytes)
         metrics.memory_bound.labels(first.bound_by).set(1)
 
-    def attach(self, scheduler: Slots, pool: Browsers) -> None:
-        """The slots and browsers it governs (they are built with the gate's `admit`)."""
-        self._scheduler = scheduler
-        self._pool = pool
-
-    def admit(self, in_flight: int) -> bool:
-        if not self._enforce:
-            return in_flight < self._ceiling
-        return self._governor.admit(self._snapshot, in_flight)
+    @property
+    def _snapshot(self) -> MemorySnapshot:
+        return self._admission.snapshot
 
     @property
     def paused(self) -> bool:
@@ -106,14 +119,14 @@ class MemoryGate:
         if not self._enforce:
             return False
         scheduler = self._scheduler
-        in_flight = scheduler.in_flight if scheduler else 0
-        backlog = scheduler.intake_backlog if scheduler else 0
+        in_flight = scheduler.in_flight
+        backlog = scheduler.intake_backlog
         paused = self._governor.should_pause(
             self._snapshot,
             in_flight,
             backlog,
             self._backlog_capacity,
-            startable=scheduler.startable if scheduler else True,
+            startable=scheduler.startable,
         )
         if paused != self._paused:
             self._paused = paused
@@ -122,21 +135,20 @@ class MemoryGate:
                 reason=str(self._governor.pause_reason),
                 in_flight=in_flight,
                 backlog=backlog,
-                queued=scheduler.backlog if scheduler else 0,
-                paced=scheduler.paced if scheduler else 0,
+                queued=scheduler.backlog,
+                paced=scheduler.paced,
                 **self._figures(),
             )
         return paused
 
     def on_sample(self, snapshot: MemorySnapshot) -> None:
-        self._snapshot = snapshot
+        self._admission.snapshot = snapshot
         scheduler = self._scheduler
-        in_flight = scheduler.in_flight if scheduler else 0
+        in_flight = scheduler.in_flight
         self._governor.observe(snapshot, in_flight, self._clock())
         self._export(snapshot)
-        if scheduler is not None:
-            self._metrics.pages_queued.set(scheduler.backlog)
-        if scheduler is None or not self._enforce:
+        self._metrics.pages_queued.set(scheduler.backlog)
+        if not self._enforce:
             return
         if self._pool is not None:
             self._pool.keep_idle_pages = self._governor.level(snapshot) is Level.COMFORTABLE

@@ -11,7 +11,7 @@ fails a page.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from aiokafka.errors import KafkaError
@@ -87,7 +87,7 @@ class PageCache:
             if options.cache_only:
                 return self._cache_miss(f"{task.url} cannot use the shared cache ({bypass})")
             self._metrics.cache_lookups.labels("bypass").inc()
-            return replace(await fetch(), cache_state="bypass")
+            return (await fetch()).replaced(cache_state="bypass")
         key = cache_key(task.url, options, scope=self._scope(task))
         if options.max_age_ms > 0 or options.cache_only:
             entry = await self._find(_partition(page), key)
@@ -166,8 +166,7 @@ class PageCache:
         )
         self._metrics.cache_lookups.labels(state).inc()
         self._metrics.cache_bytes_saved.inc(len(stored.html))
-        return replace(
-            content,
+        return content.replaced(
             rendered_by=stored.rendered_by,
             cache_state="hit" if state == "hit" else "revalidated",
             cached_at=entry.fetched_at,
@@ -177,10 +176,10 @@ class PageCache:
         """Store what was fetched when the request and the answer allow it."""
         task = page.task
         if not task.options.store_in_cache:
-            return replace(content, cache_state="miss")
+            return content.replaced(cache_state="miss")
         if not _storable(content):
             self._metrics.cache_stores.labels("not_storable").inc()
-            return replace(content, cache_state="miss")
+            return content.replaced(cache_state="miss")
         now = self._clock()
         html = content.source_html or ""
         stored = StoredPage(
@@ -210,9 +209,9 @@ class PageCache:
         except CACHE_ERRORS as exc:
             log.warning("cache.store_failed", error=repr(exc))
             self._metrics.cache_stores.labels("failed").inc()
-            return replace(content, cache_state="miss")
+            return content.replaced(cache_state="miss")
         self._metrics.cache_stores.labels("stored" if kept else "too_large").inc()
-        return replace(content, cache_state="miss", cached_at=now if kept else None)
+        return content.replaced(cache_state="miss", cached_at=now if kept else None)
 
 
 def _partition(page: CachedPage) -> int:

@@ -10,7 +10,7 @@ and the page goes out without `change_tracking`: tracking never fails a page.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from aiokafka.errors import KafkaError
@@ -92,7 +92,7 @@ class ChangeTracker:
         if change is None:
             return content
         self._metrics.changes.labels(change.status).inc()
-        return replace(content, change_tracking=change)
+        return content.replaced(change_tracking=change)
 
     async def _tracked(
         self, page: TrackedPage, partition: int, tracking: ChangeTracking, content: PageContent

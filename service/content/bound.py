@@ -9,7 +9,6 @@ than the cap ends `too_large`, naming them.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Final
 
 import pydantic_core
@@ -57,7 +56,7 @@ def bounded(content: PageContent, max_bytes: int) -> PageContent:
         allowance = room // (len(sizes) - index)
         kept[name] = _cut_json(getattr(content, name), sizes[name], allowance)
         room -= min(sizes[name], allowance)
-    return dataclasses.replace(content, truncated=True, **kept)  # type: ignore[arg-type]
+    return content.replaced(truncated=True, **kept)
 
 
 def _cut_json(value: str | None, size: int, allowance: int) -> str | None:

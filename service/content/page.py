@@ -3,36 +3,25 @@ document's HTML, whichever path fetched it."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Final
 
 import pydantic_core
+from pydantic import ConfigDict, Field, JsonValue, SkipValidation
 
 from service.content.blocking import challenge_seen
 from service.content.extract import Extracted, HtmlTooComplexError, Outlinks, extract
 from service.content.offload import ContentBudgetError, ContentFailedError, offloaded
 from service.content.schema_extract import extractor_for
 from service.content.shaping import Shaping
-from service.contracts import ErrorCode, Format, Links, PageError, PageMetadata, PageResult
+from service.contracts import ErrorCode, Format, PageError, PageFields
 from service.errors import PermanentError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from pydantic import JsonValue
-
     from service.content.extract import FollowRules
-    from service.contracts import (
-        CacheState,
-        CrawlOptions,
-        DocumentInfo,
-        PageChange,
-        RenderedBy,
-        StructuredData,
-    )
+    from service.contracts import CrawlOptions
     from service.contracts_actions import ActionsOutput
 
 HTTP_ERROR_FROM: Final = 400
@@ -41,64 +30,42 @@ CACHE_HEADERS: Final = frozenset({"cache-control", "etag", "last-modified"})
 """The answer's headers the page cache reads (whether to store, how to revalidate)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PageContent:
-    """What a page gave, before it becomes a `PageResult`."""
+class PageContent(PageFields):
+    """What a page gave, before it becomes a `PageResult`: the result's `PageFields`, and the
+    fetcher's own (`FETCHER_ONLY`), which the wire result does not carry."""
 
-    ok: bool
-    final_url: str | None = None
-    status_code: int | None = None
-    error: PageError | None = None
-    title: str | None = None
-    markdown: str | None = None
-    text: str | None = None
-    html: str | None = None
-    links: Links | None = None
-    metadata: PageMetadata | None = None
-    screenshot: str | None = None
-    pdf: str | None = None
-    json_data: JsonValue = None
-    structured_data: StructuredData | None = None
-    document: DocumentInfo | None = None
-    actions: ActionsOutput | None = None
-    truncated: bool = False
+    model_config = ConfigDict(frozen=True, validate_by_name=True, arbitrary_types_allowed=True)
+
+    json_data: SkipValidation[JsonValue] = Field(default=None, alias="json")
+    """As `PageFields.json_data`, validated once, on the `PageResult` (an `extract` of
+    thousands of objects takes milliseconds to walk)."""
     retry_after_s: float | None = None
     """Seconds the server asked to wait before trying again (`Retry-After`), if it said."""
     outlinks: Outlinks | None = None
     """The links a deep crawl may follow from the page (when it asked)."""
-    rendered_by: RenderedBy | None = None
-    """The path that fetched the page (None: it was never fetched)."""
     source_html: str | None = None
     """The document the outputs were extracted from, whole (None when it was cut short):
     what the page cache stores, so a later request derives its own outputs from it."""
-    cache_headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    cache_headers: Mapping[str, str] = Field(default_factory=dict)
     """The answer's `Cache-Control`, `ETag` and `Last-Modified` (lower-case names)."""
-    cache_state: CacheState | None = None
-    """What the page cache did for the page (None: it was not asked)."""
-    cached_at: datetime | None = None
-    """When the content was fetched, as the page cache holds it."""
-    change_tracking: PageChange | None = None
-    """How the page compares with its previous observation (None: it was not tracked)."""
 
     def result_fields(self) -> dict[str, object]:
-        """The fields that go onto the `PageResult` as they are: every field but those
-        named in `FETCHER_ONLY`. A field the result does not have is an error here, not a
-        silent loss (`tests/unit/content/test_page_model.py` checks both ways)."""
-        fields = {
-            field.name: getattr(self, field.name)
-            for field in dataclasses.fields(self)
-            if field.name not in FETCHER_ONLY
-        }
-        unknown = fields.keys() - PageResult.model_fields.keys()
+        """The fields that go onto the `PageResult` as they are: its `PageFields`, by the
+        names the result itself declares (it extends `PageFields`)."""
+        return {name: getattr(self, name) for name in PageFields.model_fields}
+
+    def replaced(self, **changes: object) -> PageContent:
+        """This content with `changes` (names of its fields; another name is a TypeError)."""
+        unknown = changes.keys() - type(self).model_fields.keys()
         if unknown:
-            raise TypeError(f"PageResult has no field for {sorted(unknown)}")
-        return fields
+            raise TypeError(f"PageContent has no field {sorted(unknown)}")
+        return self.model_copy(update=changes)
 
 
 FETCHER_ONLY: Final = frozenset({"retry_after_s", "outlinks", "source_html", "cache_headers"})
 """`PageContent` fields the fetcher uses and the wire result does not carry: the retry's
 wait, the links a deep crawl follows (they go to the frontier record), what the page cache
-stores."""
+stores. Any other field belongs in `PageFields` (`tests/unit/content/test_page_model.py`)."""
 
 
 class JsonTooLargeError(PermanentError):
@@ -116,7 +83,7 @@ class JsonTooLargeError(PermanentError):
 
 
 def failed(code: ErrorCode, message: str, **fields: object) -> PageContent:
-    return PageContent(ok=False, error=PageError(code=code, message=message), **fields)  # type: ignore[arg-type]
+    return PageContent(ok=False, error=PageError(code=code, message=message), **fields)
 
 
 async def page_content(

@@ -1,5 +1,6 @@
-"""What a page gives back: `PageResult` with its error codes, links, metadata, structured
-data and document information; the dead-letter codes."""
+"""What a page gives back: `PageResult` (the page's `PageFields` under its key) with its
+error codes, links, metadata, structured data and document information; the dead-letter
+codes."""
 
 from __future__ import annotations
 
@@ -177,24 +178,13 @@ class DocumentInfo(BaseModel):
     are empty (no OCR is done)."""
 
 
-class PageResult(BaseModel):
-    """One page of a request, written by workers to the results topic, keyed by request_id.
-
-    A result larger than the producer's message limit travels as ordered chunks of its JSON
-    (see docs/contracts.md, "Large results"); `crawlstream.client` reassembles them.
-    """
+class PageFields(BaseModel):
+    """What a page gave, as the wire result carries it: declared once, here. `PageResult`
+    extends it, and the fetcher's content model (`service.content.page.PageContent`) fills it,
+    so a field renamed here is renamed on both sides."""
 
     model_config = ConfigDict(frozen=True, validate_by_name=True, serialize_by_alias=True)
 
-    schema_version: Literal[1] = SCHEMA_VERSION
-    request_id: str
-    result_id: str
-    """sha256(request_id + newline + url), first 32 hex digits: equal across redeliveries."""
-    run_id: str
-    """The run that dispatched this page (a redelivery starts a new run; a page an earlier
-    run dispatched and a fetcher answered after a coordinator's failover keeps that run's
-    id: count results by `result_id`, not by run)."""
-    url: str
     final_url: str | None = None
     """Where the page ended after redirects."""
     ok: bool
@@ -220,17 +210,6 @@ class PageResult(BaseModel):
     truncated: bool = False
     """Some content was cut at the worker's `CRAWL_MAX_RESULT_BYTES`, or a PDF's text at
     `CRAWL_MAX_PDF_PAGES`."""
-    elapsed_ms: int
-    fetched_at: Timestamp
-    worker: str
-    """The fetcher (`CRAWL_WORKER_NAME`) that rendered the page."""
-    request_metadata: dict[str, JsonValue] = Field(default_factory=dict)
-    source: RecordSource | None = None
-    """The request record this result answers (null only from workers before this field)."""
-    depth: int = Field(default=0, ge=0)
-    """Links followed from a seed to reach this page (0: a seed or a sitemap page)."""
-    parent_url: str | None = None
-    """The page whose link admitted this one (null for seeds and sitemap pages)."""
     rendered_by: RenderedBy | None = None
     """The path that produced this result: `browser` or `http` (see `CrawlOptions.render`);
     null for pages never fetched (refused by the URL policy or robots.txt, cancelled, past the
@@ -247,3 +226,42 @@ class PageResult(BaseModel):
     """How the page compares with its previous observation, when the request asked for
     `change_tracking` (null when it did not, or the page could not be compared: a failure
     other than 404 or 410)."""
+
+
+class _ResultKey(BaseModel):
+    """Which page of which request a result answers: the first fields of `PageResult`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    request_id: str
+    result_id: str
+    """sha256(request_id + newline + url), first 32 hex digits: equal across redeliveries."""
+    run_id: str
+    """The run that dispatched this page (a redelivery starts a new run; a page an earlier
+    run dispatched and a fetcher answered after a coordinator's failover keeps that run's
+    id: count results by `result_id`, not by run)."""
+    url: str
+
+
+class PageResult(PageFields, _ResultKey):
+    """One page of a request, written by workers to the results topic, keyed by request_id.
+
+    A result larger than the producer's message limit travels as ordered chunks of its JSON
+    (see docs/contracts.md, "Large results"); `crawlstream.client` reassembles them.
+    """
+
+    # Pydantic orders fields from the last base on: the key, the page's fields, then these.
+    model_config = ConfigDict(frozen=True, validate_by_name=True, serialize_by_alias=True)
+
+    elapsed_ms: int
+    fetched_at: Timestamp
+    worker: str
+    """The fetcher (`CRAWL_WORKER_NAME`) that rendered the page."""
+    request_metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    source: RecordSource | None = None
+    """The request record this result answers (null only from workers before this field)."""
+    depth: int = Field(default=0, ge=0)
+    """Links followed from a seed to reach this page (0: a seed or a sitemap page)."""
+    parent_url: str | None = None
+    """The page whose link admitted this one (null for seeds and sitemap pages)."""

@@ -1,7 +1,9 @@
 """A group consumer with concurrent handling, per-partition commits, pause without leaving.
 
 Two run in a worker: the coordinators' consumer of the requests topic and the fetchers'
-consumer of the pages topic (`RecordConsumer` with a `ConsumerSpec` each).
+consumer of the pages topic (`RecordConsumer` with a `ConsumerSpec` each). A consumer builds
+its handler (`handler_for`) once it is whole, and hands it itself for the delivery counts
+(`charge`, `relieve`): the two are built in order, neither waits for the other.
 
 Records are handled concurrently, also within a partition. A partition's offset is committed
 up to its oldest unfinished record, with what is done above it and how often each unfinished
@@ -17,8 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
@@ -28,20 +29,18 @@ from service.background import Background
 from service.logs import get_logger
 from service.messaging._assignor import learn_generation, sticky_assignor
 from service.messaging.closing import stop_consumer
+from service.messaging.consumer_spec import ConsumerSpec, RecordHandler
 from service.messaging.kafka_config import client_options
 from service.messaging.offsets import OffsetTracker, Verdict
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable
+    from collections.abc import Callable, Iterable
 
     from aiokafka import ConsumerRecord
-    from prometheus_client import Counter, Gauge
 
     from service.messaging.offsets import Delivery
     from service.metrics import Metrics
     from service.settings import Settings
-
-    Handler = Callable[[ConsumerRecord[bytes, bytes], Delivery, asyncio.Event], Awaitable[None]]
 
 log = get_logger(__name__)
 
@@ -83,32 +82,6 @@ LAG_INTERVAL_S: Final = 5.0
 """How often consumer lag is refreshed for the metrics."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerSpec:
-    """Which topic and group a `RecordConsumer` reads, and the meters it keeps."""
-
-    topic: str
-    group_id: str
-    name: str
-    """In log events: `request` or `page`."""
-    max_in_flight: int
-    run_ahead: int
-    """How far past its oldest unfinished record one partition may be read."""
-    lag: Gauge
-    in_flight: Gauge
-    paused: Gauge
-    pauses: Counter
-    rebalances: Counter
-    skipped: Counter
-    charge_on_delivery: bool = True
-    """Count a delivery against its record when it is taken (else the handler calls
-    `charge`, when the part that may kill the worker begins)."""
-    on_assigned: Callable[[set[TopicPartition]], Awaitable[None]] | None = None
-    """Called with the whole assignment after each rebalance, before any record of it runs."""
-    held: Gauge | None = None
-    """Partitions not read now (full, read far enough ahead, or everything paused)."""
-
-
 class Holds:
     """Partitions not read now, and since when: those held for `pause_after_s` are to be
     paused in the client (a shorter hold keeps the records fetched ahead)."""
@@ -125,31 +98,30 @@ class Holds:
         return {tp for tp, since in self._since.items() if now - since >= self._pause_after_s}
 
 
-class RecordConsumer:
-    """Feeds records to `handler`, commits what is done, and applies backpressure."""
+H = TypeVar("H", bound=RecordHandler)
+
+
+class RecordConsumer(Generic[H]):
+    """Feeds records to its `handler`, commits what is done, and applies backpressure."""
 
     def __init__(
         self,
         settings: Settings,
-        handler: Handler,
+        handler_for: Callable[[RecordConsumer[H]], H],
         metrics: Metrics,
         *,
         spec: ConsumerSpec,
         should_pause: Callable[[], bool] = lambda: False,
         intake_room: Callable[[], int] | None = None,
-        full: Callable[[int], bool] = lambda _: False,
         client: Callable[..., AIOKafkaConsumer] = AIOKafkaConsumer,
     ) -> None:
-        """`client` makes the Kafka consumer from its options (a test's stands in)."""
+        """`handler_for` builds the handler, given this consumer (whole by then);
+        `client` makes the Kafka consumer from its options (a test's stands in)."""
         self._settings = settings
         self._spec = spec
-        self._handler = handler
         self._metrics = metrics
         self._should_pause = should_pause
         self._intake_room = intake_room
-        self._full = full
-        """Says of a partition (its number) that it has enough taken and waiting: it is
-        read no further for now, and the others are (the fetcher's per-partition queue)."""
         self._tracker = OffsetTracker(settings.max_deliveries)
         self._charges = 0
         self._committing = asyncio.Lock()
@@ -189,6 +161,8 @@ class RecordConsumer:
             max_poll_interval_ms=300_000,
             partition_assignment_strategy=(self._assignor,),
         )
+        self.handler: H = handler_for(self)
+        """The handler of this consumer's records, built last."""
 
     @property
     def in_flight(self) -> int:
@@ -365,7 +339,7 @@ class RecordConsumer:
             with structlog.contextvars.bound_contextvars(
                 partition=tp.partition, offset=record.offset, delivery=delivery.count
             ):
-                await self._handler(record, delivery, self._ownership(tp))
+                await self.handler.handle(record, delivery, self._ownership(tp))
         except Exception:  # last resort: the handler ends every record itself, even on error
             log.exception(self._events["dropped"], partition=tp.partition, offset=record.offset)
             if self._spec.name == "request":
@@ -403,7 +377,7 @@ class RecordConsumer:
             for tp in assigned
             if pause_all
             or self._tracker.run_ahead(tp, self._aside_of(tp)) >= limit
-            or self._full(tp.partition)
+            or self.handler.full(tp.partition)
         }
         if self._spec.held is not None:
             self._spec.held.set(len(held))
@@ -587,7 +561,7 @@ class RecordConsumer:
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, consumer: RecordConsumer) -> None:
+    def __init__(self, consumer: RecordConsumer[Any]) -> None:
         self._consumer = consumer
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:

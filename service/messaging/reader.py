@@ -54,15 +54,16 @@ class PartitionSpan:
         return cls(consumer, starts, stops)
 
     async def records(
-        self, *, poll_timeout_ms: int = POLL_TIMEOUT_MS
+        self, *, key: bytes | None = None, poll_timeout_ms: int = POLL_TIMEOUT_MS
     ) -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
-        """The span's records, in offset order per partition; ends once each is read."""
+        """The span's records (with `key`: only those with that key), in offset order per
+        partition; ends once each is read."""
         remaining = {tp for tp, start in self.starts.items() if start < self.stops[tp]}
         while remaining:
             batch = await self.consumer.getmany(*remaining, timeout_ms=poll_timeout_ms)
             for tp, records in batch.items():
                 for record in records:
-                    if record.offset < self.stops[tp]:
+                    if record.offset < self.stops[tp] and (key is None or record.key == key):
                         yield record
             for tp in list(remaining):
                 if await self.consumer.position(tp) >= self.stops[tp]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -73,40 +74,52 @@ def check_copartitioned(settings: Settings, counts: dict[str, int]) -> None:
     """A coordinator reads frontier partition p for requests partition p: both topics are
     keyed by request_id, so their partition counts must be equal; a fetcher keeps the cache
     entries of page partition p on partition p of the cache topics."""
-    requests = counts.get(settings.requests_topic)
-    frontier = counts.get(settings.frontier_topic)
-    if requests is not None and frontier is not None and requests != frontier:
-        raise ConfigurationError(
-            f"topic {settings.frontier_topic} has {frontier} partitions and "
-            f"{settings.requests_topic} has {requests}: they must be equal, because a "
-            f"coordinator reads the frontier partition of each requests partition it owns. "
-            f"Recreate {settings.frontier_topic} with {requests} partitions "
-            f"(`crawlstream topics create` makes them equal), or add partitions to it."
-        )
-    for monitors in (settings.monitors_topic, settings.monitor_ticks_topic):
-        count = counts.get(monitors)
-        if requests is not None and count is not None and requests != count:
-            raise ConfigurationError(
-                f"topic {monitors} has {count} partitions and {settings.requests_topic} has "
-                f"{requests}: they must be equal, because the coordinator owning requests "
-                f"partition p fires the monitors of partition p. Recreate {monitors} with "
-                f"{requests} partitions."
-            )
-    pages = counts.get(settings.pages_topic)
-    beside_pages = (
-        settings.cache_index_topic,
-        settings.cache_bodies_topic,
-        settings.change_history_topic,
+    for rule in _copartitioned(settings):
+        owned = counts.get(rule.owner)
+        for partner in rule.partners:
+            count = counts.get(partner)
+            if owned is not None and count is not None and owned != count:
+                raise ConfigurationError(
+                    f"topic {partner} has {count} partitions and {rule.owner} has {owned}: "
+                    f"they must be equal, because {rule.because}. Recreate {partner} with "
+                    f"{owned} partitions{rule.advice}."
+                )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Copartitioned:
+    """Topics that must have `owner`'s partition count, and why."""
+
+    owner: str
+    partners: tuple[str, ...]
+    because: str
+    advice: str = ""
+
+
+def _copartitioned(settings: Settings) -> tuple[_Copartitioned, ...]:
+    return (
+        _Copartitioned(
+            owner=settings.requests_topic,
+            partners=(settings.frontier_topic,),
+            because="a coordinator reads the frontier partition of each requests partition it owns",
+            advice=" (`crawlstream topics create` makes them equal), or add partitions to it",
+        ),
+        _Copartitioned(
+            owner=settings.requests_topic,
+            partners=(settings.monitors_topic, settings.monitor_ticks_topic),
+            because="the coordinator owning requests partition p fires the monitors of partition p",
+        ),
+        _Copartitioned(
+            owner=settings.pages_topic,
+            partners=(
+                settings.cache_index_topic,
+                settings.cache_bodies_topic,
+                settings.change_history_topic,
+            ),
+            because="a page's cache entry (and change history) sits on the partition its "
+            "host is placed on",
+        ),
     )
-    for cache in beside_pages:
-        count = counts.get(cache)
-        if pages is not None and count is not None and pages != count:
-            raise ConfigurationError(
-                f"topic {cache} has {count} partitions and {settings.pages_topic} has "
-                f"{pages}: they must be equal, because a page's cache entry (and change "
-                f"history) sits on the partition its host is placed on. Recreate {cache} "
-                f"with {pages} partitions."
-            )
 
 
 def partition_for(key: str | bytes, partitions: int) -> int:

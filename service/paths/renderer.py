@@ -11,7 +11,6 @@ policy and would meet the same. Whichever path produced the result is in `render
 
 from __future__ import annotations
 
-import dataclasses
 import html as html_lib
 import time
 from typing import TYPE_CHECKING, Final, Protocol
@@ -177,7 +176,7 @@ class PageRenderer:
 
     def _by(self, path: RenderedBy, content: PageContent) -> PageContent:
         self._metrics.pages_rendered.labels(path).inc()
-        return dataclasses.replace(content, rendered_by=path)
+        return content.replaced(rendered_by=path)
 
 
 async def static_content(

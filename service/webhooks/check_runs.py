@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
@@ -16,12 +16,11 @@ from service.contracts import EventType, ProgressEvent
 from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
+from service.messaging.reader import PartitionSpan
 from service.messaging.topics import partition_for
 
 if TYPE_CHECKING:
     from service.settings import Settings
-
-POLL_TIMEOUT_MS: Final = 500
 
 
 class CheckRuns:
@@ -48,20 +47,12 @@ class CheckRuns:
         end now, or None while it runs; TimeoutError when it cannot be read in time."""
         topic = self._settings.progress_topic
         tp = TopicPartition(topic, partition_for(request_id, self._count))
-        key, ended = request_id.encode(), None
+        ended = None
         async with asyncio.timeout(self._settings.kafka_timeout.total_seconds()), self._lock:
-            self._consumer.assign([tp])
-            end = (await self._consumer.end_offsets([tp]))[tp]
-            if end <= start:
-                return None
-            self._consumer.seek(tp, start)
-            while await self._consumer.position(tp) < end:
-                batch = await self._consumer.getmany(tp, timeout_ms=POLL_TIMEOUT_MS)
-                for record in batch.get(tp, []):
-                    if record.key != key or record.offset >= end:
-                        continue
-                    with contextlib.suppress(ValidationError, ValueError):
-                        event = ProgressEvent.model_validate_json(record.value or b"")
-                        if event.is_terminal:
-                            ended = event.type
+            span = await PartitionSpan.seek(self._consumer, [tp], from_offset=start)
+            async for record in span.records(key=request_id.encode()):
+                with contextlib.suppress(ValidationError, ValueError):
+                    event = ProgressEvent.model_validate_json(record.value or b"")
+                    if event.is_terminal:
+                        ended = event.type
         return ended

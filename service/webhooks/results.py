@@ -18,6 +18,7 @@ from service.messaging.chunks import Reassembler
 from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
+from service.messaging.reader import PartitionSpan
 
 if TYPE_CHECKING:
     from service.contracts import ProgressEvent
@@ -98,20 +99,14 @@ class Results:
         """Every result of `job_id` from `start` to its partition's end now (a check's
         summary); TimeoutError when they cannot be read in time."""
         tp = self._partition(job_id, None)
-        chunks, key, results = Reassembler(), job_id.encode(), []
+        chunks, results = Reassembler(), []
         async with asyncio.timeout(self._settings.kafka_timeout.total_seconds()), self._lock:
-            self._consumer.assign([tp])
-            end = (await self._consumer.end_offsets([tp]))[tp]
-            self._consumer.seek(tp, start)
-            while await self._consumer.position(tp) < end:
-                batch = await self._consumer.getmany(tp, timeout_ms=POLL_TIMEOUT_MS)
-                for record in batch.get(tp, []):
-                    if record.key != key or record.offset >= end:
-                        continue
-                    with contextlib.suppress(ValidationError, ValueError):
-                        whole = chunks.add(record.value, list(record.headers))
-                        if whole is not None:
-                            results.append(PageResult.model_validate_json(whole))
+            span = await PartitionSpan.seek(self._consumer, [tp], from_offset=start)
+            async for record in span.records(key=job_id.encode()):
+                with contextlib.suppress(ValidationError, ValueError):
+                    whole = chunks.add(record.value, list(record.headers))
+                    if whole is not None:
+                        results.append(PageResult.model_validate_json(whole))
         return results
 
     def _partition(self, job_id: str, marker: JobMarker | None) -> TopicPartition:

@@ -8,7 +8,7 @@ import signal
 from typing import TYPE_CHECKING
 
 from service.backpressure import Governor, MemorySampler
-from service.backpressure.gate import MemoryGate
+from service.backpressure.gate import MemoryGate, SlotAdmission
 from service.browser.pool import BrowserPool
 from service.cache import KafkaCacheStore, PageCache, tenant_scope
 from service.changes import ChangeTracker, KafkaHistoryStore
@@ -61,12 +61,9 @@ class Worker:
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self._settings = settings
         self._metrics = metrics
-        self._consumers: list[RecordConsumer] = []
+        self._consumers: list[RecordConsumer[Coordinator] | RecordConsumer[Fetcher]] = []
         self._fetcher: FetcherDeps | None = None
-        self._fetcher_handler: Fetcher | None = None
-        """The fetcher, closed when the worker stops (its local pages' records written, its
-        run contexts handed back)."""
-        self._requests: RecordConsumer | None = None
+        self._requests: RecordConsumer[Coordinator] | None = None
         """The coordinator's consumer: the monitors of a partition fire where it is owned."""
         self._stop_requested = asyncio.Event()
         self._active = ActiveRuns()
@@ -126,6 +123,7 @@ class Worker:
                 publisher = await stack.enter_async_context(Publisher(settings))
                 placement = await self._placement(stack, publisher, counts)
             lane: LocalLane | None = None
+            fetcher: RecordConsumer[Fetcher] | None = None
             if self._fetches:
                 fetcher, lane = await self._fetcher_role(
                     stack, proxy, policy, refusals, robots_source, control, tail, placement
@@ -150,10 +148,12 @@ class Worker:
                     await tail.follow({tp.partition for tp in tps})
                     await monitors.follow({tp.partition for tp in tps})
 
-                spec = requests_spec(settings, self._metrics, on_assigned=assigned)
-                coordinator = Coordinator(deps, self._active)
-                requests = RecordConsumer(settings, coordinator.handle, self._metrics, spec=spec)
-                coordinator.relieve_through(requests)
+                requests = RecordConsumer(
+                    settings,
+                    lambda consumer: Coordinator(deps, self._active, consumer),
+                    self._metrics,
+                    spec=requests_spec(settings, self._metrics, on_assigned=assigned),
+                )
                 self._requests = requests
                 self._consumers.insert(0, requests)
             await stack.enter_async_context(
@@ -175,8 +175,8 @@ class Worker:
             await asyncio.gather(*(consumer.run() for consumer in self._consumers))
             if lane is not None:
                 await lane.close()
-            if self._fetcher_handler is not None:
-                await self._fetcher_handler.close()
+            if fetcher is not None:
+                await fetcher.handler.close()
         log.info("worker.stopped", worker=settings.worker_name)
 
     async def _fetcher_role(
@@ -189,7 +189,7 @@ class Worker:
         control: ControlReader,
         tail: FrontierTail | None,
         placement: PagePartitions | None,
-    ) -> tuple[RecordConsumer, LocalLane | None]:
+    ) -> tuple[RecordConsumer[Fetcher], LocalLane | None]:
         """The browser, the page slots and the pages consumer; with a coordinator in this
         process, the lane its tasks take to this fetcher."""
         settings = self._settings
@@ -220,9 +220,7 @@ class Worker:
             self._metrics,
             changes_topic=settings.changes_topic,
         )
-        gate = await self._memory_gate(stack)
-        scheduler = PageScheduler(gate, SlotLimits.from_settings(settings))
-        gate.attach(scheduler, pool)
+        scheduler, gate = await self._page_slots(stack, pool)
         self._metrics.pages_pending.set_function(lambda: scheduler.pending)
         self._metrics.browser_pages.set_function(lambda: pool.open_pages)
         self._fetcher = FetcherDeps(
@@ -242,26 +240,19 @@ class Worker:
             changes=changes,
             seal=self._seal,
         )
-        handlers: list[Fetcher] = []
+        deps = self._fetcher
         consumer = RecordConsumer(
             settings,
-            lambda record, delivery, owned: handlers[0].handle(record, delivery, owned),  # noqa: PLW0108  # built after the consumer
+            lambda deliveries: Fetcher(deps, self._active, deliveries, local_tail=tail),
             self._metrics,
             should_pause=gate.should_pause,
             intake_room=lambda: max(settings.max_queued_pages - scheduler.intake_backlog, 0),
             spec=pages_spec(settings, self._metrics),
-            # A partition with a slot's worth of pages waiting (its hosts at their limit,
-            # or slots busy) is read no further, so it does not fill the whole backlog and
-            # keep the other partitions' hosts from the free slots.
-            full=lambda partition: handlers[0].queued(partition) >= settings.max_page_slots,
         )
-        fetcher = Fetcher(self._fetcher, self._active, consumer, local_tail=tail)
-        handlers.append(fetcher)
-        self._fetcher_handler = fetcher
         if tail is None or placement is None or not settings.local_pages:
             return consumer, None
         lane = LocalLane(
-            fetcher,
+            consumer.handler,
             owns=lambda key: _lane_may_take(consumer, placement.partition(key)),
             paused=lambda: gate.paused,
             partition_of=lambda task: placement.partition(
@@ -282,17 +273,26 @@ class Worker:
             HostDirectory(settings, publisher, partitions, self._seal)
         )
 
-    async def _memory_gate(self, stack: contextlib.AsyncExitStack) -> MemoryGate:
-        """The sampler feeds the gate, which applies the governor's decisions."""
+    async def _page_slots(
+        self, stack: contextlib.AsyncExitStack, pool: BrowserPool
+    ) -> tuple[PageScheduler, MemoryGate]:
+        """The page slots, admitted by the governor on the sampler's latest snapshot, and the
+        gate the sampler feeds, which applies the governor's decisions to slots and browser."""
         settings = self._settings
         sampler = await stack.enter_async_context(MemorySampler.from_settings(settings))
-        gate = MemoryGate(
+        admission = SlotAdmission(
             Governor.from_settings(settings),
-            self._metrics,
-            backlog_capacity=settings.max_queued_pages,
-            first=sampler.latest,
+            sampler.latest,
             enforce=settings.memory_governor,
             ceiling=settings.max_page_slots,
+        )
+        scheduler = PageScheduler(admission, SlotLimits.from_settings(settings))
+        gate = MemoryGate(
+            admission,
+            self._metrics,
+            slots=scheduler,
+            browsers=pool,
+            backlog_capacity=settings.max_queued_pages,
         )
         sampler.listen(gate.on_sample)
         log.info(
@@ -304,7 +304,7 @@ class Worker:
             headroom_mib=sampler.latest.headroom_bytes // 2**20,
             governor=settings.memory_governor,
         )
-        return gate
+        return scheduler, gate
 
     def _cancels(self) -> CancelRegistry:
         """The registry the control reader fills; each cancel goes at once to its runs here."""
@@ -333,7 +333,7 @@ class Worker:
         return checks
 
 
-def _lane_may_take(consumer: RecordConsumer, partition: int | None) -> bool:
+def _lane_may_take(consumer: RecordConsumer[Fetcher], partition: int | None) -> bool:
     """This fetcher owns `partition` (placed: not None), and no record of it waits on the
     topic: a task of the local lane never goes before another coordinator's task for the
     same hosts (those go through the topic, in order)."""

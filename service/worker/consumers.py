@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from service.messaging.consumer import ConsumerSpec
+from service.messaging.consumer_spec import ConsumerSpec
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -15,7 +15,7 @@ import pytest
 from service.contracts import FrontierRecord, RecordSource, dump
 from service.frontier.log import read_job
 from service.messaging.publisher import JSON_HEADERS, Publisher
-from service.worker.coordinator.outputs import RunOutputs
+from service.worker.coordinator.outputs import Destinations, RunOutputs
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,7 @@ async def test_records_larger_than_a_message_are_read_back_whole(topics):
     async with Publisher(settings) as publisher:
         outputs = RunOutputs(
             publisher,
-            settings,
+            Destinations.from_settings(settings),
             request_id="split",
             run_id="run-1",
             total=1,

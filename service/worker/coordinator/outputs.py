@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from service.contracts import (
@@ -33,13 +34,38 @@ MAX_DETAIL_CHARS: Final = 2000
 """Longest `detail` an event carries (error messages can be long)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Destinations:
+    """What a run's outputs read of the settings: where each goes, who writes it, how large
+    an event may be."""
+
+    progress_topic: str
+    results_topic: str
+    pages_topic: str
+    frontier_topic: str
+    worker_name: str
+    max_event_bytes: int
+    """The message limit less the room kept for an event's key, headers and framing."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Destinations:
+        return cls(
+            progress_topic=settings.progress_topic,
+            results_topic=settings.results_topic,
+            pages_topic=settings.pages_topic,
+            frontier_topic=settings.frontier_topic,
+            worker_name=settings.worker_name,
+            max_event_bytes=int(settings.max_message_bytes) - EVENT_ROOM_BYTES,
+        )
+
+
 class RunOutputs:
     """The results and progress events of one run: `seq` without gaps, counts kept here."""
 
     def __init__(
         self,
         publisher: Publisher,
-        settings: Settings,
+        to: Destinations,
         *,
         request_id: str,
         run_id: str,
@@ -49,7 +75,7 @@ class RunOutputs:
         on_resend: Callable[[int], None] | None = None,
         owned: asyncio.Event | None = None,
     ) -> None:
-        self._settings = settings
+        self._to = to
         self._outbox = Outbox(publisher, on_resend=on_resend, owned=owned)
         self.request_id = request_id
         self.run_id = run_id
@@ -84,7 +110,7 @@ class RunOutputs:
             failed=self.failed,
             cancelled=self.cancelled,
             at=utc_now(),
-            worker=self._settings.worker_name,
+            worker=self._to.worker_name,
             detail=detail[:MAX_DETAIL_CHARS] if detail else detail,
             url=url,
             result_id=result_id,
@@ -94,13 +120,13 @@ class RunOutputs:
         )
         self._seq += 1
         await self._outbox.put(
-            self._settings.progress_topic, self.request_id, self._fit(event), JSON_HEADERS
+            self._to.progress_topic, self.request_id, self._fit(event), JSON_HEADERS
         )
 
     async def result(self, result: PageResult) -> None:
         """Publish a page's result, then its page event with the running counts."""
         await self._outbox.put(
-            self._settings.results_topic,
+            self._to.results_topic,
             self.request_id,
             dump(result),
             JSON_HEADERS,
@@ -127,7 +153,7 @@ class RunOutputs:
         """Put a page task on the pages topic, keyed by its host, on its host's partition
         (do not wait)."""
         await self._outbox.put(
-            self._settings.pages_topic, key, dump(task), JSON_HEADERS, partition=partition
+            self._to.pages_topic, key, dump(task), JSON_HEADERS, partition=partition
         )
 
     def count(self, outcome: str) -> None:
@@ -144,7 +170,7 @@ class RunOutputs:
         record larger than one message goes as ordered chunks, which the replay joins."""
         self._frontier_records += 1
         await self._outbox.put(
-            self._settings.frontier_topic,
+            self._to.frontier_topic,
             self.request_id,
             dump(record),
             JSON_HEADERS,
@@ -160,8 +186,7 @@ class RunOutputs:
         """The event's JSON; if it would not fit in one message, its echo of the request's
         metadata is replaced by a marker saying so (the results still carry it)."""
         value = dump(event)
-        limit = int(self._settings.max_message_bytes) - EVENT_ROOM_BYTES
-        if len(value) <= limit:
+        if len(value) <= self._to.max_event_bytes:
             return value
         marker: dict[str, JsonValue] = {
             "crawlstream_omitted": f"request_metadata of {len(value)} bytes left out of events"

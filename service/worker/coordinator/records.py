@@ -15,7 +15,7 @@ from service.messaging.dead_letter import send_dead_letter
 from service.messaging.failures import PublishError, root_cause
 from service.messaging.offsets import Verdict
 from service.worker.coordinator.intake import parse_request
-from service.worker.coordinator.outputs import RunOutputs
+from service.worker.coordinator.outputs import Destinations, RunOutputs
 from service.worker.coordinator.run import Run
 
 if TYPE_CHECKING:
@@ -40,15 +40,17 @@ class Coordinator:
     """Handles the request records of the partitions this worker owns in the coordinator
     group (`handle`, the requests consumer's handler)."""
 
-    def __init__(self, deps: CoordinatorDeps, active: ActiveRuns) -> None:
+    def __init__(self, deps: CoordinatorDeps, active: ActiveRuns, reliever: Reliever) -> None:
+        """`reliever`: the requests consumer whose records this coordinator handles."""
         self._deps = deps
         self._settings = deps.settings
         self._active = active
-        self._reliever: Reliever | None = None
+        self._reliever = reliever
+        self._destinations = Destinations.from_settings(deps.settings)
 
-    def relieve_through(self, consumer: Reliever) -> None:
-        """The consumer this coordinator's handler is given to (built with `handle`)."""
-        self._reliever = consumer
+    def full(self, _partition: int) -> bool:
+        """A request partition is never held for this coordinator's sake."""
+        return False
 
     async def handle(
         self, record: ConsumerRecord[bytes, bytes], delivery: Delivery, owned: asyncio.Event
@@ -97,7 +99,7 @@ class Coordinator:
                 owned=owned,
                 since_ms=record.timestamp,
                 earlier=delivery.earlier,
-                relieve=(lambda: reliever.relieved(record)) if reliever else None,
+                relieve=lambda: reliever.relieved(record),
             )
             with self._active.running(request.request_id, run):
                 await run.execute()
@@ -140,7 +142,7 @@ class Coordinator:
         if exc.request_id is not None:
             outputs = RunOutputs(
                 self._deps.publisher,
-                self._settings,
+                self._destinations,
                 request_id=exc.request_id,
                 run_id=uuid.uuid4().hex,
                 total=0,

@@ -42,7 +42,7 @@ from service.frontier.sitemap import sitemap_urls
 from service.logs import get_logger
 from service.messaging.failures import root_cause
 from service.worker.coordinator.ledger import RunLedger
-from service.worker.coordinator.outputs import RunOutputs
+from service.worker.coordinator.outputs import Destinations, RunOutputs
 from service.worker.coordinator.page_keys import page_key
 from service.worker.coordinator.plans import plan_for
 
@@ -79,7 +79,7 @@ class Run:
         self._plan = plan_for(request)
         self._outputs = RunOutputs(
             deps.publisher,
-            deps.settings,
+            Destinations.from_settings(deps.settings),
             request_id=request.request_id,
             run_id=self.run_id,
             total=len(self._plan.admitted),

@@ -1,4 +1,5 @@
-"""What a page at its fetcher needs from the worker."""
+"""What a page at its fetcher needs from the worker, and what its records read of the
+settings (`FetcherLimits`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,30 @@ if TYPE_CHECKING:
     from service.paths import PageRenderer, RunContexts
     from service.settings import Settings
     from service.worker.fetcher.scheduler import PageScheduler
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetcherLimits:
+    """What a fetcher's page records read of the settings, read once."""
+
+    results_topic: str
+    frontier_topic: str
+    max_deliveries: int
+    max_page_slots: int
+    """A partition with this many pages waiting here is read no further for now."""
+    max_queued_pages: int
+    max_request_deadline_s: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> FetcherLimits:
+        return cls(
+            results_topic=settings.results_topic,
+            frontier_topic=settings.frontier_topic,
+            max_deliveries=settings.max_deliveries,
+            max_page_slots=settings.max_page_slots,
+            max_queued_pages=settings.max_queued_pages,
+            max_request_deadline_s=settings.max_request_deadline.total_seconds(),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from service.contracts import FrontierRecord, PageTask
     from service.messaging.publisher import Publisher
-    from service.settings import Settings
+    from service.worker.fetcher.deps import FetcherLimits
     from service.worker.fetcher.scheduler import PageScheduler
 
 log = get_logger(__name__)
@@ -42,7 +42,7 @@ class LaneFetcher(Protocol):
     """What the lane uses of this process's fetcher (`records.Fetcher`)."""
 
     scheduler: PageScheduler
-    settings: Settings
+    limits: FetcherLimits
     lane_records: LaneRecords
 
     def backlog_left(self, priority: int = ...) -> asyncio.Future[None]: ...
@@ -158,7 +158,7 @@ class LocalLane:
         if self._paused():
             return 0
         backlog = self._fetcher.scheduler.intake_backlog
-        return max(self._fetcher.settings.max_queued_pages - backlog, 0)
+        return max(self._fetcher.limits.max_queued_pages - backlog, 0)
 
     async def room_opened(self, priority: int) -> None:
         """Return when a page left the backlog and this run is the oldest waiting (lowest

@@ -38,6 +38,7 @@ from service.messaging.offsets import Verdict
 from service.messaging.outbox import Outbox
 from service.messaging.publisher import JSON_HEADERS
 from service.messaging.seal import Seal
+from service.worker.fetcher.deps import FetcherLimits
 from service.worker.fetcher.lane import LaneRecords
 from service.worker.fetcher.pages import PageCharge, PageStage
 from service.worker.fetcher.politeness import HostPacer
@@ -235,7 +236,7 @@ class Fetcher:
         self._deliveries = deliveries
         self.contexts = deps.contexts
         self.scheduler = deps.scheduler
-        self.settings = deps.settings
+        self.limits = FetcherLimits.from_settings(deps.settings)
         self._leaving: list[tuple[int, int, asyncio.Future[None]]] = []
         """Waiting for a page to leave the backlog (`backlog_left`): a heap by priority."""
         self._asked = 0
@@ -244,7 +245,7 @@ class Fetcher:
         self._stage = PageStage(deps, HostPacer())
         self._seal = deps.seal or Seal.from_settings(deps.settings)
         self.lane_records = LaneRecords(
-            deps.publisher, deps.settings.frontier_topic, on_resend=deps.metrics.publish_retries.inc
+            deps.publisher, self.limits.frontier_topic, on_resend=deps.metrics.publish_retries.inc
         )
 
     async def close(self) -> None:
@@ -299,7 +300,7 @@ class Fetcher:
                 message = (
                     f"page delivered {delivery.count} times; {delivery.count - 1} of the "
                     f"earlier deliveries ended with its fetcher dying while it rendered alone "
-                    f"(CRAWL_MAX_DELIVERIES={self._deps.settings.max_deliveries})"
+                    f"(CRAWL_MAX_DELIVERIES={self.limits.max_deliveries})"
                 )
                 log.error("page.poison", deliveries=delivery.count)
                 await self._answer(task, owned, backlog, failed(ErrorCode.POISON, message))
@@ -320,6 +321,12 @@ class Fetcher:
         """Page records of `partition` taken here and waiting for a slot (its host may be at
         its limit: they wait however many slots are free)."""
         return self._queues.get(partition, 0)
+
+    def full(self, partition: int) -> bool:
+        """A slot's worth of `partition`'s pages wait here (their hosts at their limit, or
+        the slots busy): it is read no further, so it does not fill the whole backlog and
+        keep the other partitions' hosts from the free slots."""
+        return self.queued(partition) >= self.limits.max_page_slots
 
     def backlog_left(self, priority: int = 0) -> asyncio.Future[None]:
         """Done when a page leaves the backlog (its content is there) and this is the oldest
@@ -450,8 +457,7 @@ class Fetcher:
     def _deadline_stop(self, task: PageTask) -> Stop:
         """The same stop as the coordinator's: the request's budget, clamped."""
         budget_ms = task.options.deadline_ms or 0
-        ceiling_s = self._deps.settings.max_request_deadline.total_seconds()
-        return Stop.deadline(min(budget_ms / 1000, ceiling_s))
+        return Stop.deadline(min(budget_ms / 1000, self.limits.max_request_deadline_s))
 
     async def _publish(
         self,
@@ -463,12 +469,11 @@ class Fetcher:
     ) -> None:
         """The result, acknowledged; then the page record its coordinator counts (of a local
         page, `told`: given to the coordinator here, and its record written with others')."""
-        settings = self._deps.settings
         outbox = Outbox(
             self._deps.publisher, on_resend=self._deps.metrics.publish_retries.inc, owned=owned
         )
         await outbox.put(
-            settings.results_topic,
+            self.limits.results_topic,
             task.request_id,
             dump(result),
             JSON_HEADERS,
@@ -505,7 +510,7 @@ class Fetcher:
             self.lane_records.add(record, chunk_id)
         else:
             await outbox.put(
-                settings.frontier_topic,
+                self.limits.frontier_topic,
                 task.request_id,
                 dump(record),
                 JSON_HEADERS,

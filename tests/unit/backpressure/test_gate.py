@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from service.backpressure import Governor, LimitSource, MemorySnapshot, PauseReason
-from service.backpressure.gate import MemoryGate
+from service.backpressure.gate import MemoryGate, SlotAdmission
 from service.metrics import Metrics
 from service.worker.fetcher.scheduler import PageScheduler, PageTicket, SlotLimits
 
@@ -34,15 +34,16 @@ class _Worker:
 
     def __init__(self, governor: Governor) -> None:
         self.now = 0.0
-        self.gate = MemoryGate(
-            governor,
+        admission = SlotAdmission(governor, _comfortable())
+        self.scheduler = PageScheduler(admission, SlotLimits(per_request=2, per_host=100))
+        self.gate = MemoryGate(  # no browser: the gate only asks the scheduler
+            admission,
             Metrics(CollectorRegistry()),
+            slots=self.scheduler,
+            browsers=None,
             backlog_capacity=CAPACITY,
-            first=_comfortable(),
             clock=lambda: self.now,
         )
-        self.scheduler = PageScheduler(self.gate, SlotLimits(per_request=2, per_host=100))
-        self.gate.attach(self.scheduler, None)  # no browser: the gate only asks the scheduler
         self.hang = asyncio.Event()
         self.tasks: list[asyncio.Task[object]] = []
 
@@ -103,9 +104,9 @@ def test_a_change_of_the_binding_cgroup_level_is_logged_and_exported():
     figures, and `crawl_memory_bound{by}` moves its 1 from `own` to `parent`."""
     registry = CollectorRegistry()
     own = replace(_comfortable(), cgroup_level="own", cgroup_path="/pod/worker")
-    gate = MemoryGate(
-        Governor(8, safety_margin_bytes=100 * MIB), Metrics(registry), backlog_capacity=8, first=own
-    )
+    admission = SlotAdmission(Governor(8, safety_margin_bytes=100 * MIB), own)
+    slots = PageScheduler(admission, SlotLimits(per_request=2, per_host=100))
+    gate = MemoryGate(admission, Metrics(registry), slots=slots, browsers=None, backlog_capacity=8)
     pod = replace(own, limit_bytes=1228 * MIB, working_set_bytes=1000 * MIB, cgroup_level="parent")
     with capture_logs() as logs:
         gate.on_sample(replace(own, taken_at=1.0))

@@ -9,6 +9,7 @@ import asyncio
 from aiokafka import ConsumerRecord, TopicPartition
 from inmemory import FakeKafkaConsumer
 from prometheus_client import CollectorRegistry
+from record_handlers import FunctionHandler
 
 from service.messaging.consumer import CHARGE_FIRST_BYTES, RecordConsumer
 from service.metrics import Metrics
@@ -35,7 +36,9 @@ async def _taken(size: int) -> tuple[bool, list[dict[TopicPartition, tuple[int, 
     metrics = Metrics(CollectorRegistry())
     inner = FakeKafkaConsumer()
     spec = requests_spec(SETTINGS, metrics)
-    consumer = RecordConsumer(SETTINGS, handler, metrics, spec=spec, client=inner.factory)
+    consumer = RecordConsumer(
+        SETTINGS, lambda _: FunctionHandler(handler), metrics, spec=spec, client=inner.factory
+    )
     answer = asyncio.Event()
     asked: list[dict[TopicPartition, tuple[int, str]]] = []
 
@@ -84,7 +87,9 @@ async def test_a_relief_sent_while_the_charge_is_in_flight_goes_after_it():
     metrics = Metrics(CollectorRegistry())
     inner = FakeKafkaConsumer()
     spec = requests_spec(SETTINGS, metrics)
-    consumer = RecordConsumer(SETTINGS, handler, metrics, spec=spec, client=inner.factory)
+    consumer = RecordConsumer(
+        SETTINGS, lambda _: FunctionHandler(handler), metrics, spec=spec, client=inner.factory
+    )
     answers = [asyncio.Event(), asyncio.Event()]
     asked: list[dict[TopicPartition, tuple[int, str]]] = []
 

@@ -1,4 +1,4 @@
-"""`RecordConsumer(full=...)`: a partition the handler calls full (a fetcher with a slot's
+"""A partition the handler calls full (`RecordHandler.full`: a fetcher with a slot's
 worth of its pages waiting) is not read, while the others are; before, the first partition
 aiokafka drained could fill the whole page backlog with one host's pages, which its limit
 kept from the free slots."""
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from aiokafka import TopicPartition
 from inmemory import FakeKafkaConsumer
 from prometheus_client import CollectorRegistry
+from record_handlers import FunctionHandler, never
 
 from service.messaging.consumer import RecordConsumer
 from service.metrics import Metrics
@@ -20,19 +21,14 @@ SETTINGS = Settings(worker_name="unit")
 PARTS = [TopicPartition(SETTINGS.pages_topic, p) for p in range(3)]
 
 
-async def _never(*_args: object) -> None:
-    raise AssertionError("no record is handled here")
-
-
 async def test_only_the_full_partition_is_held():
     full = {1}
     metrics = Metrics(CollectorRegistry())
     consumer = RecordConsumer(
         SETTINGS,
-        _never,
+        lambda _: FunctionHandler(never, full=lambda partition: partition in full),
         metrics,
         spec=pages_spec(SETTINGS, metrics),
-        full=lambda partition: partition in full,
         client=FakeKafkaConsumer(PARTS).factory,
     )
 
@@ -48,7 +44,11 @@ async def test_records_set_aside_leave_room_up_to_the_paced_bound():
     metrics = Metrics(CollectorRegistry())
     spec = pages_spec(settings, metrics)
     consumer = RecordConsumer(
-        settings, _never, metrics, spec=spec, client=FakeKafkaConsumer().factory
+        settings,
+        lambda _: FunctionHandler(never),
+        metrics,
+        spec=spec,
+        client=FakeKafkaConsumer().factory,
     )
     busy = {PARTS[0]: {object() for _ in range(spec.max_in_flight)}}
     consumer._tasks = busy  # type: ignore[assignment]  # noqa: SLF001

@@ -7,6 +7,7 @@ from __future__ import annotations
 from aiokafka import TopicPartition
 from inmemory import FakeKafkaConsumer
 from prometheus_client import CollectorRegistry
+from record_handlers import FunctionHandler, never
 
 from service.messaging.consumer import RecordConsumer
 from service.metrics import Metrics
@@ -20,11 +21,9 @@ async def _consumer(highwater: dict[int, int | None]) -> RecordConsumer:
     inner = FakeKafkaConsumer()
     inner.watermarks = highwater
     spec = pages_spec(settings, metrics)
-    return RecordConsumer(settings, _never, metrics, spec=spec, client=inner.factory)
-
-
-async def _never(*_args: object) -> None:
-    raise AssertionError("no record is handled here")
+    return RecordConsumer(
+        settings, lambda _: FunctionHandler(never), metrics, spec=spec, client=inner.factory
+    )
 
 
 async def test_records_beyond_what_was_taken_are_waiting():

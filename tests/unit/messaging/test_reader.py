@@ -19,6 +19,11 @@ class Record:
     offset: int
     timestamp: int
 
+    @property
+    def key(self) -> bytes:
+        """Every third record is of job `b"x"`, the others of job `b"y"`."""
+        return b"x" if self.offset % 3 == 0 else b"y"
+
 
 @dataclass
 class Found:
@@ -119,3 +124,13 @@ async def test_a_span_starting_at_or_after_its_end_reads_nothing():
 async def test_a_time_and_an_offset_together_are_refused():
     with pytest.raises(ValueError, match="not both"):
         await PartitionSpan.seek(FakeConsumer.of(a=1), [A], since_ms=0, from_offset=0)
+
+
+async def test_a_span_of_one_key_reads_that_keys_records_from_its_start_to_its_end():
+    """A job's records on a shared partition (the results and progress topics): from the
+    job's start, of its key only, to the end as of the seek."""
+    consumer = FakeConsumer.of(a=8)
+    span = await PartitionSpan.seek(consumer, [A], from_offset=1)
+    consumer.append(A)  # offset 8, written after the seek
+    consumer.append(A)  # offset 9, of `x`: not read
+    assert [r.offset async for r in span.records(key=b"x")] == [3, 6]
