@@ -163,9 +163,14 @@ class MonitorDesk:
     async def summary(self, check: Check) -> Summary:
         if check.id in self._summaries:
             return self._summaries[check.id]
-        summary = summarise(result for result, _ in await self.pages(check))
-        if check.terminal:
-            self._summaries[check.id] = summary
+        snapshot = check.snapshot()
+        return self.summary_of(snapshot, await self.pages(snapshot))
+
+    def summary_of(self, snapshot: Check, pages: list[tuple[PageResult, str]]) -> Summary:
+        """The summary of `pages`, read after `snapshot` was taken; kept once it is final."""
+        summary = summarise(result for result, _ in pages)
+        if snapshot.terminal:
+            self._summaries[snapshot.id] = summary
         return summary
 
     def next_run(self, record: MonitorRecord) -> datetime | None:

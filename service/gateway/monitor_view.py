@@ -4,7 +4,7 @@ progress topic (their runs' events). Pure: `view_reader.py` feeds it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
@@ -63,6 +63,12 @@ class Check:
     @property
     def terminal(self) -> bool:
         return self.state in {"completed", "failed", "partial", "skipped_overlap"}
+
+    def snapshot(self) -> Check:
+        """The check as it is now, kept while its pages are read: a check that ends during
+        the read is answered as it was before (its pages all precede its end)."""
+        requests = {rid: replace(request) for rid, request in self.requests.items()}
+        return replace(self, requests=requests)
 
     @property
     def started_at(self) -> datetime | None:

@@ -134,14 +134,17 @@ async def get_check(
     status: PageFilter | None = None,
 ) -> dict[str, Any]:
     record = await desk_of(gateway).find(monitor_id, tenant)
-    check = await desk_of(gateway).check(monitor_id, check_id, tenant)
+    check = (await desk_of(gateway).check(monitor_id, check_id, tenant)).snapshot()
+    found = await desk_of(gateway).pages(check)
     pages = [
         page_json(result, target)
-        for result, target in await desk_of(gateway).pages(check)
+        for result, target in found
         if status is None or page_status(result) == status
     ]
     window = _window(limit or PAGE_DOCUMENTS, skip)
-    data = await _check(gateway, record, check) | {"pages": pages[window]}
+    targets = {t.id: t.type for t in record.targets}
+    summary = desk_of(gateway).summary_of(check, found)
+    data = check_json(check, summary, targets) | {"pages": pages[window]}
     following = None
     if window.stop < len(pages):
         query = f"skip={window.stop}&limit={window.stop - window.start}"

@@ -20,7 +20,7 @@ from service.contracts_monitors import (
 from service.gateway import monitor_bodies as bodies
 from service.gateway.errors import ApiError
 from service.gateway.mapping import Limits
-from service.gateway.monitor_view import MonitorView
+from service.gateway.monitor_view import Check, CheckRequest, MonitorView
 from service.monitors import Summary, check_requests
 from service.monitors.signing import authentic_marker, signed_record, signed_skip
 from service.sealing.marker_auth import sealed
@@ -314,3 +314,18 @@ def test_skipped_ticks_are_checks_and_running_checks_count_as_jobs() -> None:
     assert (view.running_checks("acme"), view.running_checks("globex")) == (1, 0)
     view.progressed(event("c.0", EventType.COMPLETED, 1))
     assert view.running_checks("acme") == 0
+
+
+def test_a_check_read_while_it_ends_is_answered_as_it_was_when_the_read_began() -> None:
+    """A check's pages are read after its snapshot is taken: a request that ends during the
+    read leaves the snapshot running, so its answer never says `completed` with pages read
+    before the last of them arrived, and an unfinished summary is never kept."""
+    check = Check(id="c", monitor_id="m", trigger="manual", scheduled_for=None, created_at=NOW)
+    check.requests["c.0"] = CheckRequest(request_id="c.0", target_id="t0", results_offset=0)
+    check.requests["c.0"].state = "running"
+    snapshot = check.snapshot()
+    check.requests["c.0"].state = "completed"
+    check.requests["c.0"].finished_at = NOW
+    assert (check.state, check.terminal) == ("completed", True)
+    assert (snapshot.state, snapshot.terminal, snapshot.finished_at) == ("running", False, None)
+    assert check.snapshot().state == "completed"
