@@ -30,3 +30,18 @@ async def start_gateway(
     yield start
     for gateway in started:
         await gateway.close()
+
+
+@pytest.fixture(scope="module")
+async def shared_gateway(
+    shared_topics: Topics, shared_worker: object, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[GatewayProcess]:
+    """One default gateway replica in front of `shared_worker`, for the tests of a module that
+    neither configure, restart nor stop their gateway (each tells its jobs apart by id)."""
+    log = tmp_path_factory.mktemp("shared-gateway") / "shared-gateway.log"
+    gateway = GatewayProcess(shared_topics.env(), log, "shared-gateway")
+    try:
+        await gateway.start()
+        yield gateway
+    finally:
+        await gateway.close()

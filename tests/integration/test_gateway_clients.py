@@ -1,6 +1,7 @@
 """What the clients users call send, end to end: page actions through `firecrawl-py` and
 `CrawlClient`, and the defaults `firecrawl-py` 4.54 and 4.55 send with a plain `scrape()`.
-Real broker, worker, Chromium, gateway replica and the local test site."""
+Real broker, worker, Chromium, gateway replica and the local test site; the tests share one
+worker and one gateway (`shared_gateway`), as none configures, restarts or stops them."""
 
 from __future__ import annotations
 
@@ -52,12 +53,11 @@ def sdk(gateway: GatewayProcess) -> Firecrawl:
 
 
 async def test_actions_through_firecrawl_py_run_and_return_their_output(
-    start_worker, start_gateway, site: TestSite
+    shared_gateway: GatewayProcess, site: TestSite
 ):
     """`scrape` with a wait and a script action (the SDK's own action models) runs both:
     the document has the page and the script's value."""
-    await start_worker()
-    gateway = await start_gateway()
+    gateway = shared_gateway
     doc = await asyncio.to_thread(
         sdk(gateway).scrape,
         site.url("/page/5"),
@@ -73,11 +73,10 @@ async def test_actions_through_firecrawl_py_run_and_return_their_output(
 
 
 async def test_a_wait_action_posted_to_the_gateway_answers_the_document(
-    start_worker, start_gateway, site: TestSite
+    shared_gateway: GatewayProcess, site: TestSite
 ):
     """`POST /v2/scrape` with `actions: [{type: wait, milliseconds: 5}]` answers 200."""
-    await start_worker()
-    gateway = await start_gateway()
+    gateway = shared_gateway
     body = {"url": site.url("/page/6"), "actions": [{"type": "wait", "milliseconds": 5}]}
     async with httpx.AsyncClient(base_url=gateway.url, timeout=90) as client:
         answer = await client.post("/v2/scrape", json=body)
@@ -86,11 +85,10 @@ async def test_a_wait_action_posted_to_the_gateway_answers_the_document(
 
 
 async def test_actions_submitted_through_crawl_client_run(
-    start_worker, topics: Topics, site: TestSite
+    shared_worker, shared_topics: Topics, site: TestSite
 ):
     """`CrawlClient.crawl` with a wait and a script action gets an ok result with the
     script's value (the record it writes names each step's type)."""
-    await start_worker()
     options = CrawlOptions.model_validate(
         {
             "formats": ["markdown"],
@@ -100,7 +98,7 @@ async def test_actions_submitted_through_crawl_client_run(
             ],
         }
     )
-    async with CrawlClient(topics.settings()) as client:
+    async with CrawlClient(shared_topics.settings()) as client:
         [result] = await client.crawl([site.url("/page/7")], options, timeout_s=120)
     assert result.ok, result.error
     assert result.actions is not None
@@ -108,12 +106,11 @@ async def test_actions_submitted_through_crawl_client_run(
 
 
 async def test_the_previous_sdk_release_plain_scrape_works_with_a_warning(
-    start_worker, start_gateway, site: TestSite
+    shared_gateway: GatewayProcess, site: TestSite
 ):
     """The body `firecrawl-py` 4.54 sends by default (`skipTlsVerification: true`) scrapes
     the page; the document's warning says certificates were verified all the same."""
-    await start_worker()
-    gateway = await start_gateway()
+    gateway = shared_gateway
     body = {"url": site.url("/page/8"), **PREVIOUS_SDK_BODY}
     async with httpx.AsyncClient(base_url=gateway.url, timeout=90) as client:
         answer = await client.post("/v2/scrape", json=body)
@@ -124,12 +121,11 @@ async def test_the_previous_sdk_release_plain_scrape_works_with_a_warning(
 
 
 async def test_firecrawl_py_4_54_and_4_55_plain_scrape_both_work(
-    start_worker, start_gateway, site: TestSite, tmp_path: Path
+    shared_gateway: GatewayProcess, site: TestSite, tmp_path: Path
 ):
     """A plain `scrape(url)` through the pinned SDK and, installed from PyPI into a
     directory of this test, through 4.54."""
-    await start_worker()
-    gateway = await start_gateway()
+    gateway = shared_gateway
     pinned = await asyncio.to_thread(
         sdk(gateway).scrape, site.url("/page/9"), timeout=SCRAPE_TIMEOUT_MS
     )

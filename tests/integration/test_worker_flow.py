@@ -36,11 +36,12 @@ def _assert_run_well_formed(events: list, total: int) -> None:
 
 async def test_twenty_requests_through_two_workers(topics, collector, site, start_worker):
     """20 requests of 5 URLs through two workers: one result per URL, one terminal event each,
-    seq without gaps, one key and partition per request, and both workers did work."""
+    seq without gaps, one key and partition per request, and both workers did work (over the
+    HTTP path: the flow, not the render path, is under test here)."""
     await asyncio.gather(start_worker("w1"), start_worker("w2"))
     await wait_for_group(topics, members=2)  # both hold partitions before any work arrives
     requests = {f"req-{i}": [site.url(f"/page/{i * 5 + j}") for j in range(5)] for i in range(20)}
-    await produce(topics, [_request(rid, urls) for rid, urls in requests.items()])
+    await produce(topics, [_request(rid, urls, render="http") for rid, urls in requests.items()])
 
     await collector.wait_until(
         lambda seen: all(seen.terminal(rid) for rid in requests), deadline_s=300
