@@ -1,5 +1,7 @@
 """The official `firecrawl-py` SDK against `crawlstream gateway`: real broker, workers,
-Chromium and the local test site; the SDK pointed at the gateway with `api_url`."""
+Chromium and the local test site; the SDK pointed at the gateway with `api_url`. Tests that
+neither configure, kill nor stop a worker or a gateway share one of each (`shared_gateway`)
+and tell their jobs apart by id."""
 
 from __future__ import annotations
 
@@ -30,11 +32,10 @@ def sdk(gateway: GatewayProcess) -> Firecrawl:
 
 
 async def test_scrape_returns_markdown_html_links_and_a_screenshot(
-    start_worker, start_gateway, site: TestSite
+    shared_gateway: GatewayProcess, site: TestSite
 ):
     """`scrape` with markdown, html, links and screenshot gets the page's document."""
-    await start_worker()
-    gateway = await start_gateway()
+    gateway = shared_gateway
     doc = await asyncio.to_thread(
         sdk(gateway).scrape,
         site.url("/page/3"),
@@ -55,7 +56,7 @@ async def test_scrape_returns_markdown_html_links_and_a_screenshot(
 
 
 async def test_an_option_the_cluster_cannot_honour_is_refused_naming_it(
-    start_worker, start_gateway, site: TestSite
+    start_gateway, site: TestSite
 ):
     """`proxy: stealth` gets Firecrawl's 400 naming the option; nothing is produced."""
     gateway = await start_gateway()
@@ -66,11 +67,10 @@ async def test_an_option_the_cluster_cannot_honour_is_refused_naming_it(
 
 
 async def test_crawl_with_limit_and_include_paths_through_the_waiter(
-    start_worker, start_gateway, site: TestSite
+    shared_gateway: GatewayProcess, site: TestSite
 ):
     """`crawl` (start and wait) keeps to its limit and include paths."""
-    await start_worker()
-    gateway = await start_gateway()
+    gateway = shared_gateway
     job = await asyncio.to_thread(
         sdk(gateway).crawl,
         site.url("/"),
@@ -122,12 +122,11 @@ async def test_two_replicas_start_poll_page_through_next_and_cancel(
 
 
 async def test_batch_scrape_returns_one_document_per_url(
-    start_worker, start_gateway, site: TestSite
+    shared_gateway: GatewayProcess, site: TestSite
 ):
     """`batch_scrape` waits for the batch and returns every URL's document; a URL the egress
     policy refuses is listed by the errors endpoint instead."""
-    await start_worker()
-    gateway = await start_gateway()
+    gateway = shared_gateway
     urls = [site.url(f"/page/{n}") for n in range(5)]
     refused = "http://127.0.0.1:9/closed"
     job = await asyncio.to_thread(
@@ -197,11 +196,10 @@ async def test_map_lists_the_sitemap_and_the_seed_links_rendering_only_the_seed(
 
 
 async def test_the_watcher_streams_every_document_over_the_websocket(
-    start_worker, start_gateway, site: TestSite
+    shared_gateway: GatewayProcess, site: TestSite
 ):
     """The SDK's watcher gets a `document` event per page over the WebSocket, then `done`."""
-    await start_worker()
-    gateway = await start_gateway()
+    gateway = shared_gateway
     client = sdk(gateway)
     started = await asyncio.to_thread(
         client.start_crawl, site.url("/"), limit=15, include_paths=["^/page/"]
@@ -280,14 +278,13 @@ async def _pages(client: Firecrawl, job_id: str):
 
 
 async def test_a_second_scrape_is_a_cache_hit_and_max_age_zero_fetches(
-    start_worker, start_gateway, site: TestSite
+    shared_gateway: GatewayProcess, site: TestSite
 ):
     """Firecrawl's page cache through `firecrawl-py` as written: a second `scrape` of a URL is
     `cacheState: hit` with the first fetch's `cachedAt` (the site answers once); `maxAge=0`
     fetches again; `lockdown` and `minAge` on a URL never fetched are Firecrawl's 404s and
     never reach the site, while `minAge` on a cached one answers from the cache."""
-    await start_worker()
-    gateway = await start_gateway()
+    gateway = shared_gateway
     client = sdk(gateway)
     tag = uuid.uuid4().hex[:8]
     url, never = site.url(f"/cache/plain/{tag}"), site.url(f"/cache/plain/{tag}-never")
