@@ -2,13 +2,16 @@
 
 With `headers_scope: all` they are the context's extra headers (every request). With the
 default `origin` the page routes its requests and adds them only to those of its own
-origin (`net.header_scope`).
+origin (`net.header_scope`):
 
-Known gap: Chromium follows a redirect of a routed request without routing its next hop,
-and gives that hop the headers the first hop was continued with. So when the page's own
-navigation redirects to another site, that site still gets them in the browser (the HTTP
-path checks each hop). Fetching the document through `route.fetch` one hop at a time was
-tried: Chromium then did not load the fulfilled document's images from other hosts.
+- a subresource of that origin is continued with them;
+- the page's own document (a navigation of its main frame) is fetched by Playwright, one hop,
+  through the context's proxy and cookie jar, and the route is fulfilled with the answer.
+
+A redirect's next hop is never routed: Playwright continues it itself, with the headers the
+first hop was continued with. A document continued with the request's headers would hand
+them to whatever site it redirects to; a document fulfilled with a redirect makes Chromium
+send its next hop with none of them (nor any later hop).
 """
 
 from __future__ import annotations
@@ -18,19 +21,28 @@ import contextlib
 from typing import TYPE_CHECKING, Final
 
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from service.net.header_scope import sends_headers
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable
 
     from playwright.async_api import Page, Request, Route
 
+    from service.browser.deadline import StepDeadline
     from service.contracts import CrawlOptions
 
 ALL_REQUESTS: Final = "**/*"
 
 UNROUTE_DEADLINE_S: Final = 5.0
+
+ROUTE_DEADLINE_S: Final = 5.0
+"""Deadline of one answer to a routed request (fulfil, fall back, abort): the browser's own
+round trip, not the network's."""
+
+FETCH_MARGIN_S: Final = 2.0
+"""Time beyond a hop's own fetch timeout for Playwright's answer about it."""
 
 
 def context_headers(options: CrawlOptions) -> dict[str, str] | None:
@@ -41,9 +53,11 @@ def context_headers(options: CrawlOptions) -> dict[str, str] | None:
 
 
 @contextlib.asynccontextmanager
-async def scoped_headers(page: Page, url: str, options: CrawlOptions) -> AsyncIterator[None]:
-    """While the block renders `url` in `page`, its requests within the scope carry the
-    request's headers."""
+async def scoped_headers(
+    page: Page, url: str, options: CrawlOptions, deadline: StepDeadline
+) -> AsyncIterator[None]:
+    """While the block renders `url` in `page` (by `deadline`), its requests within the scope
+    carry the request's headers."""
     if not options.headers or options.headers_scope == "all":
         yield
         return
@@ -52,10 +66,13 @@ async def scoped_headers(page: Page, url: str, options: CrawlOptions) -> AsyncIt
     async def route(route: Route) -> None:
         request = route.request
         page_url = _page_url(request, url)
-        if sends_headers("origin", page_url, request.url, navigation=_is_page(request)):
-            await route.fallback(headers={**request.headers, **extra})
+        navigation = _is_page(request)
+        if not sends_headers("origin", page_url, request.url, navigation=navigation):
+            await _answer(route.fallback())
+        elif navigation:
+            await _fetched_hop(route, {**request.headers, **extra}, deadline)
         else:
-            await route.fallback()
+            await _answer(route.fallback(headers={**request.headers, **extra}))
 
     await page.route(ALL_REQUESTS, route)
     try:
@@ -63,6 +80,36 @@ async def scoped_headers(page: Page, url: str, options: CrawlOptions) -> AsyncIt
     finally:
         with contextlib.suppress(PlaywrightError, TimeoutError):
             await asyncio.wait_for(page.unroute(ALL_REQUESTS, route), UNROUTE_DEADLINE_S)
+
+
+async def _fetched_hop(route: Route, headers: dict[str, str], deadline: StepDeadline) -> None:
+    """Answer the page's document with one hop fetched with `headers` (a redirect is given
+    to Chromium as it came). A hop that cannot be fetched is left to Chromium, without the
+    headers, so it fails as any navigation does (the egress proxy's refusal included); one
+    that takes longer than the page may wait ends `timedout`."""
+    timeout_s = deadline.remaining_s()
+    try:
+        answer = await asyncio.wait_for(
+            route.fetch(headers=headers, max_redirects=0, timeout=timeout_s * 1000),
+            timeout_s + FETCH_MARGIN_S,
+        )
+    except (PlaywrightTimeoutError, TimeoutError):
+        await _answer(route.abort("timedout"))
+        return
+    except PlaywrightError:
+        await _answer(route.fallback())
+        return
+    try:
+        await _answer(route.fulfill(response=answer))
+    finally:
+        await _answer(answer.dispose())
+
+
+async def _answer(step: Awaitable[None]) -> None:
+    """One answer to a routed request, within its deadline; a page that went meanwhile
+    needs none."""
+    with contextlib.suppress(PlaywrightError, TimeoutError):
+        await asyncio.wait_for(step, ROUTE_DEADLINE_S)
 
 
 def _is_page(request: Request) -> bool:

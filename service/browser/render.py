@@ -80,7 +80,7 @@ async def render_page(
             asyncio.timeout(timeout_s * 1.5 + MIN_STEP_S * 5),
             context.page() as page,
             NavigationWatch(page, refusals) as watch,
-            scoped_headers(page, url, options),
+            scoped_headers(page, url, options, deadline),
         ):
             return await _render(
                 page,

@@ -177,18 +177,11 @@ async def test_input_that_cannot_work_is_rejected_naming_the_field(
     assert 0 < json.dumps(thing).count("[") <= 64
 
 
-BROWSER_REDIRECT_GAP = pytest.mark.xfail(
-    strict=True,
-    reason="Chromium gives a redirect's unrouted next hop the first hop's headers"
-    " (service/browser/headers.py, docs/hostile-input.md)",
-)
-
-
 @pytest.mark.parametrize(
     ("render", "way"),
     [
         ("browser", "image"),
-        pytest.param("browser", "redirect", marks=BROWSER_REDIRECT_GAP),
+        ("browser", "redirect"),
         ("http", "redirect"),
     ],
 )
