@@ -61,7 +61,7 @@ async def scoped_headers(
     if not options.headers or options.headers_scope == "all":
         yield
         return
-    extra = dict(options.headers)
+    extra = {name.lower(): value for name, value in options.headers.items()}
 
     async def route(route: Route) -> None:
         request = route.request
@@ -99,17 +99,17 @@ async def _fetched_hop(route: Route, headers: dict[str, str], deadline: StepDead
     except PlaywrightError:
         await _answer(route.fallback())
         return
-    try:
-        await _answer(route.fulfill(response=answer))
+    try:  # the body crosses to Chromium: as long as the page has left, at least
+        await _answer(route.fulfill(response=answer), max(ROUTE_DEADLINE_S, deadline.left_s()))
     finally:
         await _answer(answer.dispose())
 
 
-async def _answer(step: Awaitable[None]) -> None:
-    """One answer to a routed request, within its deadline; a page that went meanwhile
+async def _answer(step: Awaitable[None], timeout_s: float = ROUTE_DEADLINE_S) -> None:
+    """One answer to a routed request, within `timeout_s`; a page that went meanwhile
     needs none."""
     with contextlib.suppress(PlaywrightError, TimeoutError):
-        await asyncio.wait_for(step, ROUTE_DEADLINE_S)
+        await asyncio.wait_for(step, timeout_s)
 
 
 def _is_page(request: Request) -> bool:
