@@ -4,14 +4,17 @@ With `headers_scope: all` they are the context's extra headers (every request). 
 default `origin` the page routes its requests and adds them only to those of its own
 origin (`net.header_scope`):
 
-- a subresource of that origin is continued with them;
-- the page's own document (a navigation of its main frame) is fetched by Playwright, one hop,
-  through the context's proxy and cookie jar, and the route is fulfilled with the answer.
+- the page's own document (a navigation of its main frame) and the frames, stylesheets,
+  scripts, images and fonts of that origin are fetched by Playwright, one hop, through the
+  context's proxy and cookie jar, and the route is fulfilled with the answer;
+- its other requests of that origin (XHR and `fetch`, media, event streams) are continued
+  with them.
 
 A redirect's next hop is never routed: Playwright continues it itself, with the headers the
-first hop was continued with. A document continued with the request's headers would hand
-them to whatever site it redirects to; a document fulfilled with a redirect makes Chromium
-send its next hop with none of them (nor any later hop).
+first hop was continued with. A request continued with the request's headers would hand
+them to whatever site it redirects to; one fulfilled with a redirect makes Chromium send its
+next hop with none of them (nor any later hop). A fulfilled answer does not log Chromium in to
+the egress proxy, so the context logs in first (`proxy_login`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from playwright.async_api import Page, Request, Route
 
     from service.browser.deadline import StepDeadline
+    from service.browser.proxy_login import ProxyLogin
     from service.contracts import CrawlOptions
 
 ALL_REQUESTS: Final = "**/*"
@@ -40,6 +44,11 @@ UNROUTE_DEADLINE_S: Final = 5.0
 ROUTE_DEADLINE_S: Final = 5.0
 """Deadline of one answer to a routed request (fulfil, fall back, abort): the browser's own
 round trip, not the network's."""
+
+FETCHED_TYPES: Final = frozenset({"document", "stylesheet", "script", "image", "font"})
+"""Requests within the scope that are fetched one hop at a time, like the page's document:
+those whose answer is a whole file. Others (XHR and `fetch`, media, event streams) may
+stream or stay open, and are continued with the headers."""
 
 FETCH_MARGIN_S: Final = 2.0
 """Time beyond a hop's own fetch timeout for Playwright's answer about it."""
@@ -54,25 +63,29 @@ def context_headers(options: CrawlOptions) -> dict[str, str] | None:
 
 @contextlib.asynccontextmanager
 async def scoped_headers(
-    page: Page, url: str, options: CrawlOptions, deadline: StepDeadline
+    page: Page, url: str, options: CrawlOptions, deadline: StepDeadline, login: ProxyLogin
 ) -> AsyncIterator[None]:
     """While the block renders `url` in `page` (by `deadline`), its requests within the scope
-    carry the request's headers."""
+    carry the request's headers; `page`'s context logs in to the egress proxy first (`login`)
+    when they are routed."""
     if not options.headers or options.headers_scope == "all":
         yield
         return
     extra = {name.lower(): value for name, value in options.headers.items()}
+    await login.ensure(page, deadline)
 
     async def route(route: Route) -> None:
         request = route.request
         page_url = _page_url(request, url)
         navigation = _is_page(request)
-        if not sends_headers("origin", page_url, request.url, navigation=navigation):
-            await _answer(route.fallback())
-        elif navigation:
+        in_scope = sends_headers("origin", page_url, request.url, navigation=navigation)
+        if in_scope and (navigation or request.resource_type in FETCHED_TYPES):
             await _fetched_hop(route, {**request.headers, **extra}, deadline)
-        else:
+            return
+        if in_scope:
             await _answer(route.fallback(headers={**request.headers, **extra}))
+        else:
+            await _answer(route.fallback())
 
     await page.route(ALL_REQUESTS, route)
     try:
@@ -83,10 +96,10 @@ async def scoped_headers(
 
 
 async def _fetched_hop(route: Route, headers: dict[str, str], deadline: StepDeadline) -> None:
-    """Answer the page's document with one hop fetched with `headers` (a redirect is given
-    to Chromium as it came). A hop that cannot be fetched is left to Chromium, without the
-    headers, so it fails as any navigation does (the egress proxy's refusal included); one
-    that takes longer than the page may wait ends `timedout`."""
+    """Answer the request with one hop fetched with `headers` (a redirect is given to
+    Chromium as it came). A hop that cannot be fetched is left to Chromium, without the
+    headers, so it fails as any request does (the egress proxy's refusal included); one that
+    takes longer than the page may wait ends `timedout`."""
     timeout_s = deadline.remaining_s()
     try:
         answer = await asyncio.wait_for(

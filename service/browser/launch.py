@@ -40,11 +40,7 @@ OMNIBOX_POPUP_FEATURES: Final = (
 """Debian's Chromium opens an address-bar popup renderer per context unless these are off;
 disabling them makes a context about 2.5x cheaper."""
 
-CRAWLER_FEATURES_OFF: Final = (
-    "BackForwardCache",
-    "SpareRendererForSitePerProcess",
-    "LocalNetworkAccessChecks",
-)
+CRAWLER_FEATURES_OFF: Final = ("BackForwardCache", "SpareRendererForSitePerProcess")
 """What a browser that serves many contexts at once does without:
 
 - the back/forward cache: a crawler never goes back; without it a page's last document is
@@ -55,14 +51,7 @@ CRAWLER_FEATURES_OFF: Final = (
   request contexts taking turns that was a renderer start every few navigations: 20 CPU-ms
   a page, and every page of a wiped context reused its renderer only with it off (4
   contexts of 2 pages, 480 pages: 116.6 CPU-ms a page with it, 86.2 without, 84.3 for one
-  shared context);
-- Local Network Access checks: Chromium asks a user's permission before a page of a more
-  public address space loads from a loopback or private one, and a headless browser has no
-  user, so the answer is no. A document the worker fulfils itself (`headers.py`) has no
-  address at all and counts as public: with the checks on, it loaded no image from another
-  loopback host ("Permission was denied for this request to access the `loopback` address
-  space"). Which addresses a page may reach is the egress proxy's decision (the URL policy),
-  for every request of every document alike."""
+  shared context)."""
 
 NO_UDP_FLAG: Final = "--webrtc-ip-handling-policy=disable_non_proxied_udp"
 """WebRTC uses no UDP at all: no STUN, no TURN over UDP, no UDP candidates or checks (TURN
