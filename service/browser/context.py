@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final
 from playwright.async_api import Error as PlaywrightError
 
 from service.browser.network_state import IN_FLIGHT, RequestWatch
+from service.browser.proxy_login import ProxyLogin
 from service.errors import BrowserUnavailableError
 from service.http.robots import Origin
 from service.logs import get_logger
@@ -102,6 +103,8 @@ class RequestContext:
     """Lets it in again: its next request starts."""
     unroute: Callable[[], None] = _nothing
     """Forgets its upstream proxy at the egress proxy (it is closed)."""
+    proxy_login: ProxyLogin = field(default_factory=lambda: ProxyLogin(None))
+    """Whether it has logged in to the egress proxy (`proxy_login`)."""
 
     @property
     def browser_alive(self) -> bool:

@@ -2,13 +2,19 @@
 
 With `headers_scope: all` they are the context's extra headers (every request). With the
 default `origin` the page routes its requests and adds them only to those of its own
-origin (`net.header_scope`).
+origin (`net.header_scope`):
 
-Known gap: Chromium follows a redirect of a routed request without routing its next hop,
-and gives that hop the headers the first hop was continued with. So when the page's own
-navigation redirects to another site, that site still gets them in the browser (the HTTP
-path checks each hop). Fetching the document through `route.fetch` one hop at a time was
-tried: Chromium then did not load the fulfilled document's images from other hosts.
+- the page's own document (a navigation of its main frame) and the frames, stylesheets,
+  scripts, images and fonts of that origin are fetched by Playwright, one hop, through the
+  context's proxy and cookie jar, and the route is fulfilled with the answer;
+- its other requests of that origin (XHR and `fetch`, media, event streams) are continued
+  with them.
+
+A redirect's next hop is never routed: Playwright continues it itself, with the headers the
+first hop was continued with. A request continued with the request's headers would hand
+them to whatever site it redirects to; one fulfilled with a redirect makes Chromium send its
+next hop with none of them (nor any later hop). A fulfilled answer does not log Chromium in to
+the egress proxy, so the context logs in first (`proxy_login`).
 """
 
 from __future__ import annotations
@@ -18,19 +24,34 @@ import contextlib
 from typing import TYPE_CHECKING, Final
 
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from service.net.header_scope import sends_headers
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable
 
     from playwright.async_api import Page, Request, Route
 
+    from service.browser.deadline import StepDeadline
+    from service.browser.proxy_login import ProxyLogin
     from service.contracts import CrawlOptions
 
 ALL_REQUESTS: Final = "**/*"
 
 UNROUTE_DEADLINE_S: Final = 5.0
+
+ROUTE_DEADLINE_S: Final = 5.0
+"""Deadline of one answer to a routed request (fulfil, fall back, abort): the browser's own
+round trip, not the network's."""
+
+FETCHED_TYPES: Final = frozenset({"document", "stylesheet", "script", "image", "font"})
+"""Requests within the scope that are fetched one hop at a time, like the page's document:
+those whose answer is a whole file. Others (XHR and `fetch`, media, event streams) may
+stream or stay open, and are continued with the headers."""
+
+FETCH_MARGIN_S: Final = 2.0
+"""Time beyond a hop's own fetch timeout for Playwright's answer about it."""
 
 
 def context_headers(options: CrawlOptions) -> dict[str, str] | None:
@@ -41,21 +62,30 @@ def context_headers(options: CrawlOptions) -> dict[str, str] | None:
 
 
 @contextlib.asynccontextmanager
-async def scoped_headers(page: Page, url: str, options: CrawlOptions) -> AsyncIterator[None]:
-    """While the block renders `url` in `page`, its requests within the scope carry the
-    request's headers."""
+async def scoped_headers(
+    page: Page, url: str, options: CrawlOptions, deadline: StepDeadline, login: ProxyLogin
+) -> AsyncIterator[None]:
+    """While the block renders `url` in `page` (by `deadline`), its requests within the scope
+    carry the request's headers; `page`'s context logs in to the egress proxy first (`login`)
+    when they are routed."""
     if not options.headers or options.headers_scope == "all":
         yield
         return
-    extra = dict(options.headers)
+    extra = {name.lower(): value for name, value in options.headers.items()}
+    await login.ensure(page, deadline)
 
     async def route(route: Route) -> None:
         request = route.request
         page_url = _page_url(request, url)
-        if sends_headers("origin", page_url, request.url, navigation=_is_page(request)):
-            await route.fallback(headers={**request.headers, **extra})
+        navigation = _is_page(request)
+        in_scope = sends_headers("origin", page_url, request.url, navigation=navigation)
+        if in_scope and (navigation or request.resource_type in FETCHED_TYPES):
+            await _fetched_hop(route, {**request.headers, **extra}, deadline)
+            return
+        if in_scope:
+            await _answer(route.fallback(headers={**request.headers, **extra}))
         else:
-            await route.fallback()
+            await _answer(route.fallback())
 
     await page.route(ALL_REQUESTS, route)
     try:
@@ -63,6 +93,36 @@ async def scoped_headers(page: Page, url: str, options: CrawlOptions) -> AsyncIt
     finally:
         with contextlib.suppress(PlaywrightError, TimeoutError):
             await asyncio.wait_for(page.unroute(ALL_REQUESTS, route), UNROUTE_DEADLINE_S)
+
+
+async def _fetched_hop(route: Route, headers: dict[str, str], deadline: StepDeadline) -> None:
+    """Answer the request with one hop fetched with `headers` (a redirect is given to
+    Chromium as it came). A hop that cannot be fetched is left to Chromium, without the
+    headers, so it fails as any request does (the egress proxy's refusal included); one that
+    takes longer than the page may wait ends `timedout`."""
+    timeout_s = deadline.remaining_s()
+    try:
+        answer = await asyncio.wait_for(
+            route.fetch(headers=headers, max_redirects=0, timeout=timeout_s * 1000),
+            timeout_s + FETCH_MARGIN_S,
+        )
+    except (PlaywrightTimeoutError, TimeoutError):
+        await _answer(route.abort("timedout"))
+        return
+    except PlaywrightError:
+        await _answer(route.fallback())
+        return
+    try:  # the body crosses to Chromium: as long as the page has left, at least
+        await _answer(route.fulfill(response=answer), max(ROUTE_DEADLINE_S, deadline.left_s()))
+    finally:
+        await _answer(answer.dispose())
+
+
+async def _answer(step: Awaitable[None], timeout_s: float = ROUTE_DEADLINE_S) -> None:
+    """One answer to a routed request, within `timeout_s`; a page that went meanwhile
+    needs none."""
+    with contextlib.suppress(PlaywrightError, TimeoutError):
+        await asyncio.wait_for(step, timeout_s)
 
 
 def _is_page(request: Request) -> bool:

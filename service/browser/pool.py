@@ -38,6 +38,7 @@ from service.browser.context import (
 from service.browser.identity import VIEWPORT, context_arguments, context_key, hand_over
 from service.browser.launch import CHROMIUM_ARGS, find_executable
 from service.browser.navigation import PROBE_SCRIPT
+from service.browser.proxy_login import ProxyLogin
 from service.browser.sessions import SharedContexts
 from service.browser.spares import Spare, SpareContexts
 from service.browser.wiped import WipedContexts
@@ -245,6 +246,7 @@ class BrowserPool:
         )
         opened.unroute = self._route(context, options.proxy)
         opened.seal, opened.unseal = self._seals(context)
+        opened.proxy_login = ProxyLogin(self._proxy.login_url if self._proxy else None)
         for page in pages:
             page.on("dialog", answer_dialog)
             opened.watch(page)

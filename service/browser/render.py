@@ -79,8 +79,8 @@ async def render_page(
         async with (
             asyncio.timeout(timeout_s * 1.5 + MIN_STEP_S * 5),
             context.page() as page,
+            scoped_headers(page, url, options, deadline, context.proxy_login),
             NavigationWatch(page, refusals) as watch,
-            scoped_headers(page, url, options),
         ):
             return await _render(
                 page,

@@ -36,6 +36,10 @@ CONTEXT_PREFIX: Final = "ctx-"
 CONTEXT_ID_BYTES: Final = 8
 """Random bytes in a context credential's user name."""
 
+LOGIN_PATH: Final = "/.crawlstream/login"
+"""A plain request for this path of the proxy's own address is answered by the proxy itself
+(200, once the credential is checked): what a browser context loads to log in."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyCredential:
@@ -153,6 +157,11 @@ class ProxyAccess:
     def credential(self) -> ProxyCredential:
         """The worker's own credential (its HTTP clients)."""
         return self.keys.worker
+
+    @property
+    def login_url(self) -> str:
+        """What a browser context loads to log in to the proxy (`LOGIN_PATH`)."""
+        return self.url + LOGIN_PATH
 
     def for_context(self) -> ProxyCredential:
         """A fresh credential for one browser context, so the proxy can tell whose a

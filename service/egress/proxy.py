@@ -30,7 +30,9 @@ with `X-Crawlstream-Error: proxy_error`.
 Refusals are answers the browser can show: 403 with `X-Crawlstream-Blocked: <reason>` for a
 blocked target; 502 with `X-Crawlstream-Error: dns|connection|timeout` for one that cannot be
 reached (or whose answer cannot be passed on); 400 for anything that is not a proxy request;
-407 without a credential.
+407 without a credential. A plain request for `LOGIN_PATH` of the proxy's own address, with a
+credential, is answered 200 by the proxy itself: how a browser context logs in before its
+first request that Chromium cannot log in with (`browser/proxy_login.py`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Self
 
 from service.egress import replies
-from service.egress.auth import REALM, ProxyAccess, ProxyCredential, ProxyKeys
+from service.egress.auth import LOGIN_PATH, REALM, ProxyAccess, ProxyCredential, ProxyKeys
 from service.egress.exchange import Exchange
 from service.egress.head import (
     HEAD_END,
@@ -362,6 +364,9 @@ class EgressProxy:
             return
         if owner in self._sealed:
             await self._send(client, replies.failed("connection", "the browser context is wiped"))
+            return
+        if head.target == self.url + LOGIN_PATH:
+            await self._send(client, replies.logged_in())
             return
         own = self._owners.attribute(connection, owner)
         if own is not None:

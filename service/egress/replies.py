@@ -17,6 +17,7 @@ ESTABLISHED: Final = b"HTTP/1.1 200 Connection Established\r\n\r\n"
 """The answer to a CONNECT whose tunnel is open."""
 
 _REASON_PHRASES: Final = {
+    200: "OK",
     400: "Bad Request",
     403: "Forbidden",
     407: "Proxy Authentication Required",
@@ -57,6 +58,11 @@ def failed(code: str, detail: str) -> bytes:
         (ERROR_HEADER, code),
         *extra,
     )
+
+
+def logged_in() -> bytes:
+    """The answer to a client's login request (`auth.LOGIN_PATH`)."""
+    return reply(200, "Logged in to the crawler's egress proxy.")
 
 
 def unauthorized(realm: str) -> bytes:

@@ -152,6 +152,55 @@ async def test_blocked_https_navigations_are_blocked_and_tried_once(
         assert private.hits == 0
 
 
+WITH_HEADERS = (
+    "meta-refresh-0",
+    "script-hops",
+    "to-file",
+    "to-data",
+    "to-javascript",
+    "iframes",
+    "no-content",
+    "redirect-loop",
+)
+"""Pages of `CORPUS` whose document or its redirects the browser fetches differently when a
+request carries `headers` (one hop at a time, outside Chromium)."""
+
+
+async def test_a_request_with_headers_gets_the_same_honest_results(
+    shared_topics, shared_collector, site, shared_worker
+):
+    """With `headers` in the browser, pages that redirect (on the server, to other schemes,
+    by script or meta refresh, in a loop), frame, or answer 204 end as without them; a
+    server redirect within the site ends ok on its target; one to a private https target is
+    `blocked` and the page is fetched once."""
+    async with hit_counter("127.0.0.2") as private:
+        pages = {name: CORPUS[name] for name in WITH_HEADERS}
+        pages["server-redirect"] = (_to("/nav/redirect/h-server", FINAL_PATH), {}, FINAL)
+        blocked = _to("/nav/redirect/h-https", f"https://127.0.0.2:{private.port}/")
+        pages["https-redirect"] = (blocked, {}, BLOCKED)
+        secret = {"X-Caller-Key": "k"}
+        await produce(
+            shared_topics,
+            [
+                _request(f"h-{name}", site.url(path), render="browser", headers=secret, **opts)
+                for name, (path, opts, _) in pages.items()
+            ],
+        )
+        await shared_collector.wait_until(
+            lambda seen: all(seen.terminal(f"h-{name}") for name in pages), deadline_s=DEADLINE_S
+        )
+        results = {name: _only_result(shared_collector.seen, f"h-{name}") for name in pages}
+        outcomes = {name: _code(result) for name, result in results.items()}
+        assert outcomes == {name: expect.code or "ok" for name, (_, _, expect) in pages.items()}
+        for name, (_, _, expect) in pages.items():
+            if expect.final_path is not None:
+                assert results[name].final_url == site.url(expect.final_path), name
+            if expect.status is not None:
+                assert results[name].status_code == expect.status, name
+        assert site.hits["/nav/redirect/h-https"] == site.hits["/nav/redirect/h-server"] == 1
+        assert private.hits == 0
+
+
 FORGED: dict[str, tuple[str, int]] = {
     "blocked": ("/abuse/forged-blocked", 200),
     "dns": ("/abuse/forged-error/dns", 200),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import zlib
+from urllib.parse import quote
 
 from _html import document, escape
 from _pages import simple_page
@@ -127,6 +128,13 @@ async def third_party(request: web.Request) -> web.Response:
     return html(simple_page("Third party", images))
 
 
+async def redirected_image(request: web.Request) -> web.Response:
+    """A page whose image of its own origin redirects to `target` (another host)."""
+    hop = escape("/hostile/private-redirect?target=" + quote(target_param(request), safe=""))
+    images = f'<img src="/bombs/pixel.png" alt=""><img src="{hop}" alt="">'
+    return html(simple_page("Redirected image", images))
+
+
 async def pixel(request: web.Request) -> web.Response:
     return web.Response(body=PIXEL, content_type="image/png")
 
@@ -139,6 +147,7 @@ ROUTES = (
     web.get("/bombs/to-data-url", to_data_url),
     web.get("/bombs/to-about-blank", to_about_blank),
     web.get("/bombs/third-party", third_party),
+    web.get("/bombs/redirected-image", redirected_image),
     web.get("/bombs/pixel.png", pixel),
 )
 """The bomb routes."""

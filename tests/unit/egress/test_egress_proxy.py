@@ -660,3 +660,19 @@ async def test_a_full_proxy_makes_room_for_another_context_by_evicting_the_greed
     assert hanging_proxy.held_by(greedy.username) == 1
     for _, writer in held:
         writer.close()
+
+
+async def test_the_login_address_is_answered_by_the_proxy_only_with_a_credential(
+    proxy, blocked_log
+):
+    """A plain request for the proxy's own login address gets 200 from the proxy itself
+    with a credential (no policy verdict, no connection), and the 407 challenge without."""
+    login = proxy.access.login_url
+    reply, _ = await exchange(proxy.port, get(login))
+    assert reply.status == 200
+    assert b"Logged in" in reply.body
+    challenged, _ = await exchange(proxy.port, get(login, auth="X-None: 1"))
+    assert challenged.status == 407
+    assert blocked_log == []
+    other, _ = await exchange(proxy.port, get(f"{proxy.url}/elsewhere"))
+    assert other.status == 403
