@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from service.contracts_monitors import MonitorRecord
     from service.gateway.monitor_view import Check
     from service.gateway.service import Gateway
+    from service.monitors.summary import Summary
 
 router = APIRouter(tags=["monitor"])
 
@@ -53,8 +54,11 @@ async def _monitor(gateway: Gateway, record: MonitorRecord) -> dict[str, Any]:
 
 
 async def _check(gateway: Gateway, record: MonitorRecord, check: Check) -> dict[str, Any]:
-    targets = {t.id: t.type for t in record.targets}
-    return check_json(check, await desk_of(gateway).summary(check), targets)
+    return _check_body(record, check, await desk_of(gateway).summary(check))
+
+
+def _check_body(record: MonitorRecord, check: Check, summary: Summary) -> dict[str, Any]:
+    return check_json(check, summary, {t.id: t.type for t in record.targets})
 
 
 def _window(limit: int | None, offset: int | None) -> slice:
@@ -133,18 +137,17 @@ async def get_check(
     skip: int | None = None,
     status: PageFilter | None = None,
 ) -> dict[str, Any]:
-    record = await desk_of(gateway).find(monitor_id, tenant)
-    check = (await desk_of(gateway).check(monitor_id, check_id, tenant)).snapshot()
-    found = await desk_of(gateway).pages(check)
+    desk = desk_of(gateway)
+    record = await desk.find(monitor_id, tenant)
+    check = (await desk.check(monitor_id, check_id, tenant)).snapshot()
+    found = await desk.pages(check)
     pages = [
         page_json(result, target)
         for result, target in found
         if status is None or page_status(result) == status
     ]
     window = _window(limit or PAGE_DOCUMENTS, skip)
-    targets = {t.id: t.type for t in record.targets}
-    summary = desk_of(gateway).summary_of(check, found)
-    data = check_json(check, summary, targets) | {"pages": pages[window]}
+    data = _check_body(record, check, desk.summary_of(check, found)) | {"pages": pages[window]}
     following = None
     if window.stop < len(pages):
         query = f"skip={window.stop}&limit={window.stop - window.start}"
