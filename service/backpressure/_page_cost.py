@@ -36,6 +36,13 @@ class PageCostModel:
             sample = (used_bytes - self.baseline_bytes) // in_flight
             self._observe_sample(min(max(sample, self.min_cost_bytes), limit_bytes))
 
+    def unallocated_bytes(self, *, used_bytes: int, in_flight: int) -> int:
+        """What `in_flight` pages, each expected at the cost, have yet to allocate given
+        `used_bytes`: all of it before an idle baseline is known."""
+        expected = in_flight * self.cost_bytes
+        spent = 0 if self.baseline_bytes is None else max(used_bytes - self.baseline_bytes, 0)
+        return max(expected - spent, 0)
+
     def _observe_idle(self, used_bytes: int) -> None:
         if self.baseline_bytes is None or used_bytes < self.baseline_bytes:
             self.baseline_bytes = used_bytes

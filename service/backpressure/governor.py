@@ -12,7 +12,12 @@ limit) lies above them all.
   levels, at most once per `decrease_cooldown_s`. Additive growth probes slowly for room;
   multiplicative cuts get out of trouble in a few samples.
 - Admission: below the floor always (a replica makes progress) unless critical with a page
-  already in flight; otherwise under the limit and with headroom for one more page + margin.
+  already in flight; otherwise under the limit and with free memory for one more page + margin.
+  Free memory is the headroom less what the pages in flight have yet to allocate: each is
+  expected to cost the page cost, and only what the snapshot shows above the idle baseline
+  is spent already. A page admitted after the snapshot, or one still loading, holds its share
+  until it shows in a snapshot, so a burst of admissions between two samples cannot promise
+  the same headroom twice.
 - Pause (hysteresis): pause when memory is high, or when the backlog is full and no page can
   start; resume when the backlog is at its low-water mark and memory is back below the
   resume ratio (below the pause ratio when the pause was for the backlog alone). Never pause a
@@ -219,7 +224,10 @@ class Governor:
             return Admission(admitted=True, reason=AdmissionReason.FLOOR)
         if in_flight >= self._limit.value:
             return Admission(admitted=False, reason=AdmissionReason.LIMIT)
-        if snapshot.headroom_bytes < self._cost.cost_bytes + self._t.safety_margin_bytes:
+        if (
+            self._free_bytes(snapshot, in_flight)
+            < self._cost.cost_bytes + self._t.safety_margin_bytes
+        ):
             return Admission(admitted=False, reason=AdmissionReason.NO_HEADROOM)
         return Admission(admitted=True, reason=AdmissionReason.HEADROOM)
 
@@ -266,16 +274,22 @@ class Governor:
             or tree_pss_growth_bytes >= self._t.recycle_growth_bytes
         )
 
+    def _free_bytes(self, snapshot: MemorySnapshot, in_flight: int) -> int:
+        """The headroom less what the `in_flight` pages have yet to allocate."""
+        return snapshot.headroom_bytes - self._cost.unallocated_bytes(
+            used_bytes=snapshot.used_bytes, in_flight=in_flight
+        )
+
     def _largest_fitting_limit(self, snapshot: MemorySnapshot, in_flight: int) -> int:
-        """The largest limit whose free slots, each at the page cost, fit the headroom."""
-        spare = snapshot.headroom_bytes - self._t.safety_margin_bytes
+        """The largest limit whose free slots, each at the page cost, fit the free memory."""
+        spare = self._free_bytes(snapshot, in_flight) - self._t.safety_margin_bytes
         return in_flight + max(spare // self._cost.cost_bytes, 0)
 
     def _room_to_grow(self, snapshot: MemorySnapshot, in_flight: int) -> bool:
-        """Headroom for every free slot of a limit one larger, plus the margin."""
+        """Free memory for every free slot of a limit one larger, plus the margin."""
         slots = max(self._limit.value + 1 - in_flight, 1)
         needed = slots * self._cost.cost_bytes + self._t.safety_margin_bytes
-        return snapshot.headroom_bytes >= needed
+        return self._free_bytes(snapshot, in_flight) >= needed
 
     def _pause_cause(
         self,

@@ -129,6 +129,22 @@ def test_admission_needs_headroom_for_one_more_page_plus_the_margin():
     assert gov.admission(snap(1800), in_flight=3).reason is AdmissionReason.NO_HEADROOM
 
 
+def test_pages_that_have_not_allocated_yet_hold_their_share_of_the_headroom():
+    """Between two samples the admissions stop once the pages started since the snapshot,
+    each at the page cost, would fill the headroom; a page still loading holds its share."""
+    gov = governor()
+    grow(gov, windows=20)  # idle at 100 MiB: the baseline; the limit at its ceiling, 8
+    before_any_page = snap(100, limit_mib=1000)  # 900 MiB headroom: 150 MiB pages, 100 margin
+    started = 0
+    while gov.admit(before_any_page, in_flight=started):
+        started += 1
+    assert started == 5  # the fifth needs 5 x 150 + 100 = 850 MiB, the sixth 1,000
+    assert gov.admission(before_any_page, in_flight=5).reason is AdmissionReason.NO_HEADROOM
+    loaded = snap(100 + 5 * 150 - 1, limit_mib=1000)  # the five have allocated (less a MiB)
+    assert not gov.admit(loaded, in_flight=5)  # 150 MiB free: less than a page and the margin
+    assert gov.admit(snap(100 + 2 * 150, limit_mib=1000), in_flight=2)  # two loaded: 600 free
+
+
 def test_the_floor_always_admits_unless_critical_with_a_page_in_flight():
     """A replica always makes progress, but not by adding a page at the critical level."""
     gov = governor(floor=2)
