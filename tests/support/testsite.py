@@ -23,6 +23,7 @@ import _latejs
 import _navigating
 import _proxyabuse
 import _routes
+import _scriptrequests
 import _sitemaps
 import _state
 import _webrtc
@@ -94,6 +95,7 @@ def build_app() -> web.Application:
     app.add_routes(_content.ROUTES)
     app.add_routes(_identity.ROUTES)
     app.add_routes(_bombs.ROUTES)
+    app.add_routes(_scriptrequests.ROUTES)
     _cachepages.install(app)
     app.add_routes(_cachepages.ROUTES)
     _changepages.install(app)
