@@ -7,7 +7,8 @@ origin (`net.header_scope`) whose redirect it can see before Chromium follows it
 - the page's own document (a navigation of its main frame) and the frames, stylesheets,
   scripts, images, fonts, XHR and `fetch` requests of that origin are fetched by Playwright,
   one hop, through the context's proxy and cookie jar, and the route is fulfilled with the
-  answer, buffered whole (a long poll is held until it answers or the page's deadline ends);
+  answer, buffered whole (a long poll is held until it answers, the page is read or its
+  deadline ends);
 - its other requests (media, event streams, pings, manifests, ...: answers that stream or
   stay open) are continued without them.
 
@@ -16,6 +17,8 @@ first hop was continued with. A request continued with the request's headers wou
 them to whatever site it redirects to; one fulfilled with a redirect makes Chromium send its
 next hop with none of them (nor any later hop), on the same site too. A fulfilled answer
 does not log Chromium in to the egress proxy, so the context logs in first (`proxy_login`).
+When the block ends, a request still being fetched (a long poll) is aborted: a request still
+paused when the route goes is sent by Chromium itself, a second time.
 """
 
 from __future__ import annotations
@@ -78,20 +81,28 @@ async def scoped_headers(
     extra = {name.lower(): value for name, value in options.headers.items()}
     await login.ensure(page, deadline)
 
+    fetching: set[Route] = set()
+
     async def route(route: Route) -> None:
         request = route.request
         page_url = _page_url(request, url)
         navigation = _is_page(request)
         fetched = navigation or request.resource_type in FETCHED_TYPES
-        if fetched and sends_headers("origin", page_url, request.url, navigation=navigation):
-            await _fetched_hop(route, {**request.headers, **extra}, deadline)
-        else:
+        if not fetched or not sends_headers("origin", page_url, request.url, navigation=navigation):
             await _answer(route.fallback())
+            return
+        fetching.add(route)
+        try:
+            await _fetched_hop(route, {**request.headers, **extra}, deadline)
+        finally:
+            fetching.discard(route)
 
     await page.route(ALL_REQUESTS, route)
     try:
         yield
     finally:
+        # Chromium sends a request still paused when the route goes again, itself: abort it
+        await asyncio.gather(*(_answer(held.abort("aborted")) for held in list(fetching)))
         with contextlib.suppress(PlaywrightError, TimeoutError):
             await asyncio.wait_for(page.unroute(ALL_REQUESTS, route), UNROUTE_DEADLINE_S)
 

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import pytest
 from _bombs import BOMB_SELECTOR, DATA_MARKER
-from _scriptrequests import WAYS, answered, said
+from _scriptrequests import LONG_POLL, WAYS, answered, said
 from harness import produce, read_topic
 from testsite import serve
 from waiting import until
@@ -283,6 +283,30 @@ async def test_headers_on_a_pages_script_requests(topics, collector, site, start
             assert other.hits["/scripted/said"] == (0 if way == "xhr-own" else 1)
             assert other.authorized["/scripted/said"] == 0, "the other host got the header"
         assert site.authorized[own] > own_before
+
+
+PAGE_TIMEOUT_S = 30
+"""A page's `timeout_ms` by default, in seconds."""
+
+
+async def test_a_long_poll_of_the_page_is_let_go_by_its_deadline(
+    topics, collector, site, start_worker
+):
+    """A page whose XHR of its own origin is held by the server (a long poll) gives its
+    result with the request's `headers`; the poll carried them, and its connection is let go
+    by the page's deadline."""
+    await start_worker()
+    arrived = site.held["arrived"]
+    page = site.url(f"/scripted/ask?way={LONG_POLL}")
+    secret = {"Authorization": "Bearer caller-secret"}
+    await produce(topics, [_request("hs-long-poll", [page], render="browser", headers=secret)])
+    await collector.wait_until(lambda seen: seen.terminal("hs-long-poll"), deadline_s=120)
+    [result] = collector.seen.results_of("hs-long-poll")
+    assert result.status_code == 200, result.error
+    assert "asking" in (result.markdown or "")
+    assert site.held["arrived"] == arrived + 1, "the poll was sent twice"
+    assert site.authorized["/scripted/hold"] >= 1
+    await until(lambda: site.held["ended"] == site.held["arrived"], deadline_s=PAGE_TIMEOUT_S)
 
 
 async def test_content_of_a_data_url_never_reaches_a_result(topics, collector, site, start_worker):

@@ -72,6 +72,8 @@ class TestSite:
     """Answers of the `/cache/...` pages, keyed `"<path> <status>"`."""
     authorized: Counter[str]
     """Requests received with an `Authorization` header, per path."""
+    held: Counter[str]
+    """Requests of `/scripted/hold` that `arrived` and that `ended`."""
 
     def url(self, path: str) -> str:
         """The absolute URL of `path` (which starts with `/`, and may carry a query)."""
@@ -95,6 +97,7 @@ def build_app() -> web.Application:
     app.add_routes(_content.ROUTES)
     app.add_routes(_identity.ROUTES)
     app.add_routes(_bombs.ROUTES)
+    _scriptrequests.install(app)
     app.add_routes(_scriptrequests.ROUTES)
     _cachepages.install(app)
     app.add_routes(_cachepages.ROUTES)
@@ -127,6 +130,7 @@ async def serve(host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[TestSit
             late_ended=app[_state.LATE_ENDED],
             cache_answers=app[_cachepages.CACHE_ANSWERS],
             authorized=app[_state.AUTHORIZED],
+            held=app[_scriptrequests.HELD],
         )
     finally:
         await runner.cleanup()
