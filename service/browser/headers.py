@@ -1,20 +1,24 @@
 """A request's `headers` in the browser, sent where `headers_scope` lets them go.
 
 With `headers_scope: all` they are the context's extra headers (every request). With the
-default `origin` the page routes its requests and adds them only to those of its own
-origin (`net.header_scope`):
+default `origin` the page routes its requests and gives them only to requests of its own
+origin (`net.header_scope`) whose redirect it can see before Chromium follows it:
 
 - the page's own document (a navigation of its main frame) and the frames, stylesheets,
-  scripts, images and fonts of that origin are fetched by Playwright, one hop, through the
-  context's proxy and cookie jar, and the route is fulfilled with the answer;
-- its other requests of that origin (XHR and `fetch`, media, event streams) are continued
-  with them.
+  scripts, images, fonts, XHR and `fetch` requests of that origin are fetched by Playwright,
+  one hop, through the context's proxy and cookie jar, and the route is fulfilled with the
+  answer, buffered whole (a long poll is held until it answers, the page is read or its
+  deadline ends);
+- its other requests (media, event streams, pings, manifests, ...: answers that stream or
+  stay open) are continued without them.
 
 A redirect's next hop is never routed: Playwright continues it itself, with the headers the
 first hop was continued with. A request continued with the request's headers would hand
 them to whatever site it redirects to; one fulfilled with a redirect makes Chromium send its
-next hop with none of them (nor any later hop). A fulfilled answer does not log Chromium in to
-the egress proxy, so the context logs in first (`proxy_login`).
+next hop with none of them (nor any later hop), on the same site too. A fulfilled answer
+does not log Chromium in to the egress proxy, so the context logs in first (`proxy_login`).
+When the block ends, a request still being fetched (a long poll) is aborted: a request still
+paused when the route goes is sent by Chromium itself, a second time.
 """
 
 from __future__ import annotations
@@ -45,10 +49,13 @@ ROUTE_DEADLINE_S: Final = 5.0
 """Deadline of one answer to a routed request (fulfil, fall back, abort): the browser's own
 round trip, not the network's."""
 
-FETCHED_TYPES: Final = frozenset({"document", "stylesheet", "script", "image", "font"})
-"""Requests within the scope that are fetched one hop at a time, like the page's document:
-those whose answer is a whole file. Others (XHR and `fetch`, media, event streams) may
-stream or stay open, and are continued with the headers."""
+FETCHED_TYPES: Final = frozenset(
+    {"document", "stylesheet", "script", "image", "font", "xhr", "fetch"}
+)
+"""Requests within the scope that are fetched one hop at a time with the headers, like the
+page's document: those whose answer the page takes whole. The others (media, event streams
+and any other type) may stream or stay open; they get none of the headers, as their redirect
+cannot be seen before Chromium follows it."""
 
 FETCH_MARGIN_S: Final = 2.0
 """Time beyond a hop's own fetch timeout for Playwright's answer about it."""
@@ -66,31 +73,36 @@ async def scoped_headers(
     page: Page, url: str, options: CrawlOptions, deadline: StepDeadline, login: ProxyLogin
 ) -> AsyncIterator[None]:
     """While the block renders `url` in `page` (by `deadline`), its requests within the scope
-    carry the request's headers; `page`'s context logs in to the egress proxy first (`login`)
-    when they are routed."""
+    that are fetched hop by hop carry the request's headers; `page`'s context logs in to the
+    egress proxy first (`login`) when they are routed."""
     if not options.headers or options.headers_scope == "all":
         yield
         return
     extra = {name.lower(): value for name, value in options.headers.items()}
     await login.ensure(page, deadline)
 
+    fetching: set[Route] = set()
+
     async def route(route: Route) -> None:
         request = route.request
         page_url = _page_url(request, url)
         navigation = _is_page(request)
-        in_scope = sends_headers("origin", page_url, request.url, navigation=navigation)
-        if in_scope and (navigation or request.resource_type in FETCHED_TYPES):
-            await _fetched_hop(route, {**request.headers, **extra}, deadline)
-            return
-        if in_scope:
-            await _answer(route.fallback(headers={**request.headers, **extra}))
-        else:
+        fetched = navigation or request.resource_type in FETCHED_TYPES
+        if not fetched or not sends_headers("origin", page_url, request.url, navigation=navigation):
             await _answer(route.fallback())
+            return
+        fetching.add(route)
+        try:
+            await _fetched_hop(route, {**request.headers, **extra}, deadline)
+        finally:
+            fetching.discard(route)
 
     await page.route(ALL_REQUESTS, route)
     try:
         yield
     finally:
+        # Chromium sends a request still paused when the route goes again, itself: abort it
+        await asyncio.gather(*(_answer(held.abort("aborted")) for held in list(fetching)))
         with contextlib.suppress(PlaywrightError, TimeoutError):
             await asyncio.wait_for(page.unroute(ALL_REQUESTS, route), UNROUTE_DEADLINE_S)
 

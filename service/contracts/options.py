@@ -165,8 +165,9 @@ class CrawlOptions(_Untrusted):
     are rejected."""
     headers_scope: HeadersScope = "origin"
     """Where `headers` go: `origin` (the page's own origin and same-site redirects; a
-    third-party image, script or frame gets none of them) or `all` (every request the page
-    makes, whatever its host)."""
+    third-party image, script or frame gets none of them, nor in the browser a redirect's
+    next hop or the page's media and event streams) or `all` (every request the page makes,
+    whatever its host)."""
     cookies: tuple[Cookie, ...] = Field(default=(), max_length=MAX_COOKIES)
     """Cookies the pages start with, sent where they match (both paths)."""
     user_agent: UserAgent | None = None

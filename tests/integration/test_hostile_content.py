@@ -1,14 +1,17 @@
 """Hostile content and input: work a page makes the worker do (a backtracking selector, a
 PDF bomb, a huge `extract` or script value) ends that page alone with a clear code while
 other requests on the worker answer; input that cannot work is refused at intake; a
-request's headers reach only the page's own origin; `data:` content never becomes a result."""
+request's headers reach only the page's own origin, also on its scripts' requests; `data:`
+content never becomes a result."""
 
 from __future__ import annotations
 
 import json
+from urllib.parse import quote
 
 import pytest
 from _bombs import BOMB_SELECTOR, DATA_MARKER
+from _scriptrequests import LONG_POLL, WAYS, answered, said
 from harness import produce, read_topic
 from testsite import serve
 from waiting import until
@@ -234,6 +237,76 @@ async def test_headers_reach_only_the_pages_own_origin(
             assert site.authorized["/bombs/pixel.png"] >= 1
         if way == "image-redirect":  # the image's own-origin hop got them
             assert site.authorized["/hostile/private-redirect"] > hops_before
+
+
+SCRIPTED_PATHS = {
+    "xhr-redirect": "/hostile/private-redirect",
+    "fetch-redirect": "/hostile/private-redirect",
+    "xhr-own": "/scripted/said",
+    "event-stream": "/scripted/events",
+}
+"""The path of the page's origin that each way of `/scripted/ask` requests."""
+
+
+async def _scripted(topics, collector, rid: str, page: str, way: str, scope: str) -> None:
+    """Render `page` with an `Authorization` header in `scope`: the page shows the answer of
+    its script's request."""
+    options = {
+        "headers": {"Authorization": "Bearer caller-secret"},
+        "headers_scope": scope,
+        "wait_for": "#answered",
+    }
+    await produce(topics, [_request(rid, [page], render="browser", **options)])
+    await collector.wait_until(lambda seen: seen.terminal(rid), deadline_s=120)
+    [result] = collector.seen.results_of(rid)
+    assert result.status_code == 200, (rid, result.error)
+    assert answered(way, said(way)) in (result.markdown or ""), (rid, result.markdown)
+
+
+@pytest.mark.parametrize("way", WAYS)
+async def test_headers_on_a_pages_script_requests(topics, collector, site, start_worker, way):
+    """An XHR or a `fetch()` of the page's origin carries a request's `Authorization` on its
+    own hop, not to the other host it redirects to, and its answer still reaches the page; an
+    XHR without a redirect carries it; an event stream of the page's origin carries none of
+    it (the page still gets its event), but for `headers_scope: all`."""
+    async with serve("127.0.0.2") as other:
+        await start_worker(CRAWL_ALLOWED_HOSTS=f"127.0.0.1:{site.port},127.0.0.2:{other.port}")
+        target = other.url(f"/scripted/said?say={way}")
+        page = site.url(f"/scripted/ask?way={way}&target={quote(target, safe='')}")
+        own = SCRIPTED_PATHS[way]
+        own_before = site.authorized[own]
+        await _scripted(topics, collector, f"hs-{way}", page, way, "origin")
+        if way == "event-stream":
+            assert site.authorized[own] == own_before
+            await _scripted(topics, collector, f"hs-{way}-all", page + "&all", way, "all")
+        else:
+            assert other.hits["/scripted/said"] == (0 if way == "xhr-own" else 1)
+            assert other.authorized["/scripted/said"] == 0, "the other host got the header"
+        assert site.authorized[own] > own_before
+
+
+PAGE_TIMEOUT_S = 30
+"""A page's `timeout_ms` by default, in seconds."""
+
+
+async def test_a_long_poll_of_the_page_is_let_go_by_its_deadline(
+    topics, collector, site, start_worker
+):
+    """A page whose XHR of its own origin is held by the server (a long poll) gives its
+    result with the request's `headers`; the poll carried them, and its connection is let go
+    by the page's deadline."""
+    await start_worker()
+    arrived = site.held["arrived"]
+    page = site.url(f"/scripted/ask?way={LONG_POLL}")
+    secret = {"Authorization": "Bearer caller-secret"}
+    await produce(topics, [_request("hs-long-poll", [page], render="browser", headers=secret)])
+    await collector.wait_until(lambda seen: seen.terminal("hs-long-poll"), deadline_s=120)
+    [result] = collector.seen.results_of("hs-long-poll")
+    assert result.status_code == 200, result.error
+    assert "asking" in (result.markdown or "")
+    assert site.held["arrived"] == arrived + 1, "the poll was sent twice"
+    assert site.authorized["/scripted/hold"] >= 1
+    await until(lambda: site.held["ended"] == site.held["arrived"], deadline_s=PAGE_TIMEOUT_S)
 
 
 async def test_content_of_a_data_url_never_reaches_a_result(topics, collector, site, start_worker):

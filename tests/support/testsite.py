@@ -23,6 +23,7 @@ import _latejs
 import _navigating
 import _proxyabuse
 import _routes
+import _scriptrequests
 import _sitemaps
 import _state
 import _webrtc
@@ -71,6 +72,8 @@ class TestSite:
     """Answers of the `/cache/...` pages, keyed `"<path> <status>"`."""
     authorized: Counter[str]
     """Requests received with an `Authorization` header, per path."""
+    held: Counter[str]
+    """Requests of `/scripted/hold` that `arrived` and that `ended`."""
 
     def url(self, path: str) -> str:
         """The absolute URL of `path` (which starts with `/`, and may carry a query)."""
@@ -94,6 +97,8 @@ def build_app() -> web.Application:
     app.add_routes(_content.ROUTES)
     app.add_routes(_identity.ROUTES)
     app.add_routes(_bombs.ROUTES)
+    _scriptrequests.install(app)
+    app.add_routes(_scriptrequests.ROUTES)
     _cachepages.install(app)
     app.add_routes(_cachepages.ROUTES)
     _changepages.install(app)
@@ -125,6 +130,7 @@ async def serve(host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[TestSit
             late_ended=app[_state.LATE_ENDED],
             cache_answers=app[_cachepages.CACHE_ANSWERS],
             authorized=app[_state.AUTHORIZED],
+            held=app[_scriptrequests.HELD],
         )
     finally:
         await runner.cleanup()
