@@ -123,6 +123,7 @@ async def service(
     py_spy: Path | None = None,
     checkout: Path | None = None,
     render: str = "browser",
+    store_in_cache: bool = True,
 ) -> Run:
     """pages/s, peak PSS and CPU of one worker process crawling `urls` through Kafka (every
     request in `session` when given)."""
@@ -132,7 +133,12 @@ async def service(
         pid = worker.process.pid
         spy = await _py_spy(pid, py_spy / f"{worker.prefix}.txt") if py_spy else None
         roots = {pid: "worker (python)", broker.pid: "broker (java)"}
-        options = CrawlOptions(formats=FORMATS, session=session, render=render)  # type: ignore[arg-type]
+        options = CrawlOptions(
+            formats=FORMATS,
+            session=session,
+            render=render,  # type: ignore[arg-type]
+            store_in_cache=store_in_cache,
+        )
         async with PeakPss(pid).running() as pss, CpuAccount(roots).running() as cpu:
             with Stopwatch() as watch:
                 await worker.until_ended(await worker.send(urls, options))
@@ -151,7 +157,9 @@ async def baseline_rows(
     env: dict[str, str],
 ) -> dict[str, Run]:
     """Default isolation on the browser and the HTTP path, this checkout's worker and the
-    baseline's alternately (ours, theirs, theirs, ours), so drift hits both alike."""
+    baseline's alternately (ours, theirs, theirs, ours), so drift hits both alike; then this
+    checkout's HTTP path with `store_in_cache: false` beside its default (what storing every
+    page in the page cache costs: two Kafka records a page)."""
     base = site.base_url  # type: ignore[attr-defined]
     port = site.port  # type: ignore[attr-defined]
     rows: dict[str, Run] = {}
@@ -162,13 +170,21 @@ async def baseline_rows(
             rows[label] = await service(
                 broker, port, urls, slots, extra_env=env, checkout=which, render=render
             )
+    stored: dict[bool, list[float]] = {True: [], False: []}
+    for n, store in enumerate((False, True, True, False)):
+        label = f"http, this checkout, {'stored' if store else 'not stored'} #{n // 2 + 1}"
+        urls = _urls(base, pages, f"store{n}")
+        rows[label] = await service(
+            broker, port, urls, slots, extra_env=env, render="http", store_in_cache=store
+        )
+        stored[store].append(rows[label].rate)
     for render in ("browser", "http"):
-        ours = [run.rate for label, run in rows.items() if label.startswith(f"{render}, this")]
-        theirs = [
-            run.rate for label, run in rows.items() if label.startswith(f"{render}, {checkout}")
-        ]
+        ours = [rows[f"{render}, this checkout #{n}"].rate for n in (1, 2)]
+        theirs = [rows[f"{render}, {checkout} #{n}"].rate for n in (1, 2)]
         ratio = (sum(ours) / len(ours)) / (sum(theirs) / len(theirs))
         print(f"{render} path, this checkout / baseline ({checkout}): {ratio:.3f}")
+    ratio = sum(stored[True]) / sum(stored[False])
+    print(f"http path, every page stored in the page cache / none stored: {ratio:.3f}")
     return rows
 
 
