@@ -39,7 +39,7 @@
   const observe = () => observer.observe(document,
     { childList: true, subtree: true, characterData: true });
   if (document.readyState === 'loading') {
-    document.addEventListener('DOMContentLoaded', observe, { once: true });
+    document.addEventListener('DOMContentLoaded', () => { observe(); changed(); }, { once: true });
   } else {
     observe();
   }
@@ -87,7 +87,7 @@
       }
     },
   });
-  const settled = (quietMs) => pending === 0
+  const settled = (quietMs) => document.readyState !== 'loading' && pending === 0
     && (lastActivity < 0 || now() - lastActivity >= quietMs);
   Object.defineProperty(window, '@SETTLE_NAME@', {
     value: Object.freeze((quietMs, maxMs) => new Promise((resolve) => {

@@ -10,11 +10,13 @@ waited for: nothing announces it.
 
 `load` is not the end of a page that renders with scripts: content inserted by a timer, by
 what a `fetch()` returns or by a framework mounting late comes after it. Each round therefore
-waits for the document to settle (nothing pending, the DOM quiet for `QUIET_S`; at most
+waits for the document to settle (parsed, nothing pending, the DOM quiet for `QUIET_S`; at most
 `SettleLimits.settle_s`), and a document that is still an app shell when read (an empty mount
 point or main landmark, `shell.rendered_shell_reason`) is read again at its next change, for
 up to `SettleLimits.shell_wait_s`; one that never fills is `not_rendered`, never an empty
 success. A request's `wait_for` replaces the shell check: it names what the content is.
+A document still being parsed has not settled: Playwright may report `load` of the document
+before for a moment after the next one (a script's navigation) has committed.
 """
 
 from __future__ import annotations
