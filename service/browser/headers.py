@@ -15,7 +15,8 @@ origin (`net.header_scope`) whose redirect it can see before Chromium follows it
 A redirect's next hop is never routed: Playwright continues it itself, with the headers the
 first hop was continued with. A request continued with the request's headers would hand
 them to whatever site it redirects to; one fulfilled with a redirect makes Chromium send its
-next hop with none of them (nor any later hop), on the same site too. A fulfilled answer
+next hop with none of them. The page's own document hops on its site get them from a
+DevTools session of their own (`document_hops`), which judges each hop. A fulfilled answer
 does not log Chromium in to the egress proxy, so the context logs in first (`proxy_login`).
 When the block ends, a request still being fetched (a long poll) is aborted: a request still
 paused when the route goes is sent by Chromium itself, a second time.
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Final
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
+from service.browser.document_hops import document_hops
 from service.net.header_scope import sends_headers
 
 if TYPE_CHECKING:
@@ -99,7 +101,8 @@ async def scoped_headers(
 
     await page.route(ALL_REQUESTS, route)
     try:
-        yield
+        async with document_hops(page, url, extra):
+            yield
     finally:
         # Chromium sends a request still paused when the route goes again, itself: abort it
         await asyncio.gather(*(_answer(held.abort("aborted")) for held in list(fetching)))

@@ -239,6 +239,35 @@ async def test_headers_reach_only_the_pages_own_origin(
             assert site.authorized["/hostile/private-redirect"] > hops_before
 
 
+@pytest.mark.parametrize("render", ["browser", "http"])
+async def test_headers_follow_a_pages_redirects_on_its_site(
+    topics, collector, site, start_worker, render
+):
+    """A page that redirects within its origin, then to another port of its host (its site),
+    then to another site: `Authorization` reaches each hop on its site, not the last one, and
+    the page ends on the other site's URL."""
+    async with serve("127.0.0.1") as same, serve("127.0.0.2") as other:
+        hosts = f"127.0.0.1:{site.port},127.0.0.1:{same.port},127.0.0.2:{other.port}"
+        await start_worker(CRAWL_ALLOWED_HOSTS=hosts)
+        last = other.url("/page/1")
+        on_port = same.url("/hostile/private-redirect?target=" + quote(last, safe=""))
+        within = "/hostile/private-redirect?target=" + quote(on_port, safe="")
+        page = site.url("/redirect?to=" + quote(within, safe=""))
+        first_hops = site.authorized["/redirect"], site.authorized["/hostile/private-redirect"]
+        rid = f"hd-hops-{render}"
+        secret = {"Authorization": "Bearer caller-secret"}
+        await produce(topics, [_request(rid, [page], render=render, headers=secret)])
+        await collector.wait_until(lambda seen: seen.terminal(rid), deadline_s=120)
+        [result] = collector.seen.results_of(rid)
+        assert result.status_code == 200, result.error
+        assert result.final_url == last
+        hops = site.authorized["/redirect"], site.authorized["/hostile/private-redirect"]
+        assert (hops[0] - first_hops[0], hops[1] - first_hops[1]) == (1, 1)
+        assert same.authorized["/hostile/private-redirect"] == 1
+        assert other.hits["/page/1"] >= 1
+        assert other.authorized["/page/1"] == 0
+
+
 SCRIPTED_PATHS = {
     "xhr-redirect": "/hostile/private-redirect",
     "fetch-redirect": "/hostile/private-redirect",
