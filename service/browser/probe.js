@@ -39,7 +39,7 @@
   const observe = () => observer.observe(document,
     { childList: true, subtree: true, characterData: true });
   if (document.readyState === 'loading') {
-    document.addEventListener('DOMContentLoaded', () => { observe(); changed(); }, { once: true });
+    document.addEventListener('DOMContentLoaded', observe, { once: true });
   } else {
     observe();
   }
