@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PARALLEL ?= -n 3 --dist loadfile
 
-.PHONY: setup demo test test-container check lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep bench-group clean
+.PHONY: setup demo test test-container container-images check lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep bench-group clean
 
 ## Install what is missing: Chromium (apt), the virtual environment, the locked packages.
 setup: $(STAMP)
@@ -38,6 +38,11 @@ test: setup lint
 ## to pytest, e.g. LANE_ARGS="-k kill" for the tests of a `docker kill` (and their fixtures).
 test-container: setup
 	bash scripts/container/lane.sh $(LANE_ARGS)
+
+## The container lane's steps 1-3 only: the engine, the base images and the project's image
+## (`.ci/run` builds them before the suite starts, so a first build does not load its run).
+container-images: setup
+	LANE_BUILD_ONLY=1 bash scripts/container/lane.sh
 
 ## The fast lane for every change: lint, types and the unit tests (no broker, no browser).
 check: setup lint

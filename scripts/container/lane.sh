@@ -9,6 +9,7 @@
 # 3. the project's image from the project's Dockerfile (BASE_IMAGE: the stand-in base);
 # 4. tests/deploy/test_container.py with CRAWL_CONTAINER_LANE=1 (it skips without); the
 #    script's arguments go to pytest (`make test-container LANE_ARGS="-k kill"`).
+#    LANE_BUILD_ONLY=1 (`make container-images`) stops after step 3.
 # Cached between runs: the root file system and the Kafka jars under $CACHE, the images and
 # their build layers in the engine's store.
 set -euo pipefail
@@ -183,6 +184,10 @@ build "$IMAGE_TAG" .
 build_s=$(($(date +%s) - build_started))
 size=$(docker image inspect --format '{{.Size}}' "$IMAGE_TAG")
 say "image built in ${build_s} s, $((size / 1000000)) MB"
+if [[ ${LANE_BUILD_ONLY:-} == 1 ]]; then
+    say "images ready (LANE_BUILD_ONLY=1: no tests)"
+    exit 0
+fi
 
 say "tests/deploy/test_container.py"
 CRAWL_CONTAINER_LANE=1 CRAWL_LANE_IMAGE="$IMAGE_TAG" CRAWL_LANE_KAFKA_IMAGE="$KAFKA_TAG" \
