@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from service.backpressure._proctree import tree_pids
+from service.backpressure._proctree import ProcessTable
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -54,7 +54,9 @@ class CpuAccount:
         self._first: dict[int, float] = {}
         self._last: dict[int, float] = {}
         self._role: dict[int, str] = {}
+        self._root: dict[int, int] = {}
         self._started = False
+        self._table = ProcessTable(PROC)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[CpuAccount]:
@@ -71,7 +73,7 @@ class CpuAccount:
 
     def sample(self) -> None:
         for root in self.roots:
-            for pid in [root] if root in self.alone else tree_pids(PROC, root):
+            for pid in [root] if root in self.alone else self._table.tree(root):
                 found = _cpu_s(pid)
                 if found is None:
                     continue
@@ -79,6 +81,7 @@ class CpuAccount:
                 if pid not in self._first:
                     self._first[pid] = seconds if not self._started else 0.0
                     self._role[pid] = role(name, pid, self.roots)
+                    self._root[pid] = root
                 self._last[pid] = seconds
 
     async def _loop(self) -> None:
@@ -91,6 +94,13 @@ class CpuAccount:
         for pid, last in self._last.items():
             key = self._role[pid]
             totals[key] = totals.get(key, 0.0) + last - self._first[pid]
+        return totals
+
+    def by_root(self) -> dict[int, float]:
+        """Seconds of each root's tree."""
+        totals = dict.fromkeys(self.roots, 0.0)
+        for pid, last in self._last.items():
+            totals[self._root[pid]] += last - self._first[pid]
         return totals
 
 

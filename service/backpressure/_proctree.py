@@ -7,12 +7,13 @@ as summing RSS would. RSS is the fallback where `smaps_rollup` is unreadable.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from pathlib import Path
 
 KIB = 1024
@@ -62,11 +63,12 @@ class TreeMemory:
         self._pss = 0
         self.walks = 0
         """PSS readings taken so far."""
+        self._table = ProcessTable(proc_root)
 
     def read(self, headroom_bytes: int | None = None) -> int:
         """Bytes used by the tree (PSS), read again if due; `headroom_bytes` is the
         headroom of the last snapshot (None: unknown, read)."""
-        pids = tree_pids(self._proc_root, self._root_pid)
+        pids = self._table.tree(self._root_pid)
         anon = sum(_anonymous(self._proc_root, pid) for pid in pids)
         now = self._clock()
         if headroom_bytes is None:
@@ -82,13 +84,54 @@ class TreeMemory:
         return self._pss
 
 
+class ProcessTable:
+    """The parent of every process, kept from one look to the next.
+
+    A look lists `/proc` (one directory read) and reads the `stat` of the processes it has
+    not seen before, and again of those whose parent has exited since (they were given a new
+    one). Reading every process's `stat` on every look cost 70 microseconds a process here,
+    4.7 ms a look with 69 processes on the machine, and grows with everything else the
+    machine runs. A pid is taken to name the same process from one look to the next: the
+    kernel hands pids out in order up to `pid_max`, so one is reused only after all the
+    others were.
+    """
+
+    def __init__(self, proc_root: Path) -> None:
+        self._proc_root = proc_root
+        self._parents: dict[int, int] = {}
+
+    def tree(self, root_pid: int) -> list[int]:
+        """`root_pid` followed by all its living descendants (children, grandchildren, ...)."""
+        children: dict[int, list[int]] = defaultdict(list)
+        for pid, ppid in self._look().items():
+            children[ppid].append(pid)
+        found = [root_pid]
+        for pid in found:
+            found.extend(children.get(pid, ()))
+        return found
+
+    def _look(self) -> dict[int, int]:
+        try:  # names, not `Path`s: 84 against 297 microseconds for 67 processes here
+            listed = {int(name) for name in os.listdir(self._proc_root) if name.isdigit()}  # noqa: PTH208
+        except OSError:
+            return {}
+        parents = self._parents
+        gone = parents.keys() - listed
+        for pid in gone:
+            del parents[pid]
+        orphans = [pid for pid, ppid in parents.items() if ppid in gone]
+        for pid in [*(listed - parents.keys()), *orphans]:
+            ppid = _parent_pid(self._proc_root / str(pid) / "stat")
+            if ppid is None:  # exited while we looked
+                parents.pop(pid, None)
+            else:
+                parents[pid] = ppid
+        return parents
+
+
 def tree_pids(proc_root: Path, root_pid: int) -> list[int]:
     """`root_pid` followed by all its living descendants (children, grandchildren, ...)."""
-    children = _children_by_parent(proc_root)
-    found = [root_pid]
-    for pid in found:
-        found.extend(children.get(pid, ()))
-    return found
+    return ProcessTable(proc_root).tree(root_pid)
 
 
 def tree_memory(proc_root: Path, root_pid: int) -> int:
@@ -118,22 +161,6 @@ def host_memory_total(proc_root: Path) -> int | None:
     """`MemTotal` of `/proc/meminfo`, in bytes."""
     total = _kib_field(proc_root / "meminfo", "MemTotal:")
     return None if total is None else total * KIB
-
-
-def _children_by_parent(proc_root: Path) -> dict[int, list[int]]:
-    children: dict[int, list[int]] = defaultdict(list)
-    for pid, ppid in _parents(proc_root):
-        children[ppid].append(pid)
-    return children
-
-
-def _parents(proc_root: Path) -> Iterator[tuple[int, int]]:
-    """(pid, parent pid) of every process that can still be read."""
-    for entry in proc_root.iterdir():
-        if entry.name.isdigit():
-            ppid = _parent_pid(entry / "stat")
-            if ppid is not None:
-                yield int(entry.name), ppid
 
 
 def _parent_pid(stat: Path) -> int | None:

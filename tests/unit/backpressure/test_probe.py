@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from service.backpressure import LimitSource, MemoryProbe, MemorySampler, MemorySnapshot
-from service.backpressure._proctree import TreeMemory, process_memory, tree_pids
+from service.backpressure._proctree import ProcessTable, TreeMemory, process_memory, tree_pids
 from service.errors import ConfigurationError
 
 MIB = 1 << 20
@@ -288,6 +288,21 @@ def test_the_process_tree_holds_descendants_only(proc):
     assert sorted(tree_pids(proc, WORKER)) == [WORKER, 101, 102, 103]
     assert process_memory(proc, 103) == 4000 * KIB
     assert process_memory(proc, 999) == 0
+
+
+def test_the_process_table_follows_births_deaths_and_new_parents(proc):
+    """A table kept across looks sees what one fresh look sees: a new grandchild, a child that
+    exited, and the children of an exited process under their new parent (a stranger here),
+    without reading again the `stat` of processes it knows."""
+    table = ProcessTable(proc)
+    assert sorted(table.tree(WORKER)) == [WORKER, 101, 102, 103]
+    add_process(proc, 104, 102, 1 * KIB)
+    shutil.rmtree(proc / "101")
+    add_process(proc, 103, 200, None)  # 101 exited: its child now belongs to 200
+    (proc / "102" / "stat").write_text("unreadable")  # known: not read again
+    assert sorted(table.tree(WORKER)) == [WORKER, 102, 104]
+    assert sorted(table.tree(200)) == [103, 200]
+    assert sorted(tree_pids(proc, 200)) == [103, 200]
 
 
 def _grow_anonymous(proc: Path, pid: int, kib: int) -> None:
