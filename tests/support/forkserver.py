@@ -48,6 +48,8 @@ class ForkedProcess:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.returncode: int | None = None
+        self.claimed = False
+        """Handed to the caller of `spawn`."""
         self._ended = asyncio.Event()
 
     def ended(self, rc: int) -> None:
@@ -96,8 +98,12 @@ class ForkServer:
         if json.loads(ready or b"{}").get("ready") is not True:
             msg = f"the fork server did not start: {ready!r}"
             raise RuntimeError(msg)
-        server.reader = asyncio.create_task(server._read())
+        server.listen()
         return server
+
+    def listen(self) -> None:
+        """Read the server's answers and its children's ends from now on."""
+        self.reader = asyncio.create_task(self._read())
 
     async def spawn(self, argv: list[str], env: dict[str, str], log: Path) -> ForkedProcess:
         assert self.process.stdin is not None
@@ -109,14 +115,20 @@ class ForkServer:
         self.process.stdin.write(json.dumps(line).encode() + b"\n")
         await self.process.stdin.drain()
         pid = await asyncio.wait_for(answer, FORK_DEADLINE_S)
-        return self.children.setdefault(pid, ForkedProcess(pid))
+        child = self.children.get(pid)
+        if child is None or child.claimed:  # a pid the kernel gave an earlier child too
+            child = self.children[pid] = ForkedProcess(pid)
+        child.claimed = True
+        return child
 
     async def _read(self) -> None:
         assert self.process.stdout is not None
         async for line in self.process.stdout:
             message = json.loads(line)
             if "exit" in message:
-                child = self.children.setdefault(message["exit"], ForkedProcess(message["exit"]))
+                child = self.children.get(message["exit"])
+                if child is None or child.returncode is not None:  # its answer is still to come
+                    child = self.children[message["exit"]] = ForkedProcess(message["exit"])
                 child.ended(message["rc"])
             else:
                 answer = self.waiting.pop(message["id"])
