@@ -92,8 +92,9 @@ class ProcessTable:
     one). Reading every process's `stat` on every look cost 70 microseconds a process here,
     4.7 ms a look with 69 processes on the machine, and grows with everything else the
     machine runs. A pid is taken to name the same process from one look to the next: the
-    kernel hands pids out in order up to `pid_max`, so one is reused only after all the
-    others were.
+    kernel hands pids (threads' too) out in order up to `pid_max`, so a pid comes back only
+    after the counter went round all of them (32,768 here: a test suite's run goes round
+    every few minutes, a look comes every second).
     """
 
     def __init__(self, proc_root: Path) -> None:
