@@ -21,7 +21,14 @@ from harness import read_topic
 from waiting import until
 
 from service.client import CrawlClient
-from service.contracts import CrawlRequest, PageResult, dump, dump_request
+from service.contracts import (
+    CrawlRequest,
+    EventType,
+    PageResult,
+    ProgressEvent,
+    dump,
+    dump_request,
+)
 from service.gateway.jobs import MARKER_KEY, JobMarker
 from service.gateway.paging import Cursor
 from service.sealing.marker_auth import sealed
@@ -328,17 +335,16 @@ async def test_one_job_at_a_time_holds_over_two_replicas_and_for_scrapes(
             await asyncio.gather(*scrapes, return_exceptions=True)
 
 
-async def test_a_watcher_catches_up_a_page_at_a_time(start_worker, tenants, site: TestSite):
+async def test_a_watcher_catches_up_a_page_at_a_time(tenants, topics: Topics):
     """A watcher of an ended 130-page crawl gets `catchup` with the first page of documents
-    (100), the other 30 as `document` messages, then `done`: it never holds the whole job."""
-    await start_worker()
-    gateway = await tenants()
+    (100), the other 30 as `document` messages, then `done`: it never holds the whole job.
+    The job is written as a worker ends one (the crawl itself is the SDK tests' subject)."""
+    gateway = await tenants(CRAWL_GATEWAY_SECRET=SECRET)
+    job_id = await _written_job(topics, "tenant-a", pages=130, markdown_bytes=1_000, ended=True)
     async with httpx.AsyncClient(base_url=gateway.url, timeout=POLL_TIMEOUT_S) as client:
-        body = {"url": site.url("/"), "limit": 130, "includePaths": ["^/page/"]}
-        started = (await client.post("/v2/crawl", json=body, headers=auth(KEY_A))).json()
-        ended = await _done(client, f"/v2/crawl/{started['id']}", KEY_A)
-    assert ended["completed"] == 130
-    url = f"ws://127.0.0.1:{gateway.port}/v2/crawl/{started['id']}"
+        ended = await _done(client, f"/v2/crawl/{job_id}", KEY_A)
+    assert (ended["status"], ended["completed"]) == ("completed", 130)
+    url = f"ws://127.0.0.1:{gateway.port}/v2/crawl/{job_id}"
     kinds: list[tuple[str, int]] = []
     async with (
         asyncio.timeout(60),
@@ -413,9 +419,12 @@ async def test_forty_polls_of_one_tenant_do_not_queue_another_tenants_poll(tenan
     assert order.count("b 200") + order.count("b 429") == 40
 
 
-async def _written_job(topics: Topics, tenant: str, *, pages: int, markdown_bytes: int) -> str:
+async def _written_job(
+    topics: Topics, tenant: str, *, pages: int, markdown_bytes: int, ended: bool = False
+) -> str:
     """A crawl of `pages` ended pages, written to the topics as the gateway and a worker
-    would (its marker signed with the replicas' `CRAWL_GATEWAY_SECRET`)."""
+    would (its marker signed with the replicas' `CRAWL_GATEWAY_SECRET`); `ended`: with the
+    run's terminal `completed` event after them."""
     settings = topics.settings()
     job_id = str(uuid.uuid4())
     async with CrawlClient(settings) as client:
@@ -440,6 +449,12 @@ async def _written_job(topics: Topics, tenant: str, *, pages: int, markdown_byte
                 request_metadata=metadata,
             )  # fmt: skip
             await producer.send(settings.results_topic, dump(result), key=key)
+        if ended:
+            event = ProgressEvent(
+                request_id=job_id, run_id="r1", seq=0, type=EventType.COMPLETED, total=pages,
+                succeeded=pages, failed=0, at=now, worker="test", request_metadata=metadata,
+            )  # fmt: skip
+            await producer.send(settings.progress_topic, dump(event), key=key)
         await producer.flush()
     finally:
         await producer.stop()
