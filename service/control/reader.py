@@ -18,7 +18,7 @@ from service.logs import get_logger
 from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
-from service.messaging.polling import PollLoop
+from service.messaging.polling import PollLoop, Waiters
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -28,9 +28,6 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 log = get_logger(__name__)
-
-POLL_TIMEOUT_MS: Final = 100
-"""How long one poll of the control topic waits; bounds how late a cancel is seen."""
 
 PRUNE_INTERVAL_S: Final = 60.0
 """How often cancels past retention are forgotten."""
@@ -68,6 +65,7 @@ class ControlReader:
         self._positions: dict[TopicPartition, int] = {}
         self._progress = asyncio.Condition()
         """Notified after each poll, with `_positions` updated."""
+        self._waiters = Waiters()
 
     async def __aenter__(self) -> Self:
         try:
@@ -102,6 +100,10 @@ class ControlReader:
 
     async def sync(self, deadline_s: float) -> None:
         """Wait until everything produced to the control topic before this call was read."""
+        with self._waiters.waiting():
+            await self._synced(deadline_s)
+
+    async def _synced(self, deadline_s: float) -> None:
         async with asyncio.timeout(deadline_s):
             ends = await self._offsets.end_offsets(self._partitions)
             async with self._progress:
@@ -119,7 +121,7 @@ class ControlReader:
     async def _poll(self) -> None:
         """Read one batch, take each record, note the positions; now and then forget the
         cancels no run can be waiting for any more."""
-        batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
+        batch = await self._consumer.getmany(timeout_ms=self._waiters.poll_ms)
         for records in batch.values():
             for record in records:
                 self._records.take(record)

@@ -23,7 +23,7 @@ from service.logs import get_logger
 from service.messaging.chunks import Reassembler
 from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
-from service.messaging.polling import PollLoop
+from service.messaging.polling import PollLoop, records_or_wake
 from service.messaging.seal import Seal
 from service.messaging.topics import partition_for
 
@@ -36,9 +36,6 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 log = get_logger(__name__)
-
-POLL_TIMEOUT_MS: Final = 100
-"""How long one poll waits for records; bounds how quickly an assignment change applies."""
 
 RETRY_S: Final = 1.0
 """Pause after a failed poll or end-offset lookup before trying again."""
@@ -139,7 +136,7 @@ class FrontierTail:
         if not self._positions:
             await self._changed.wait()
             return
-        batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
+        batch = await records_or_wake(self._consumer, self._changed)
         for tp, records in batch.items():
             if tp.partition in self._positions:
                 for record in records:

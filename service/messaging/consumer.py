@@ -32,6 +32,7 @@ from service.messaging.closing import stop_consumer
 from service.messaging.consumer_spec import ConsumerSpec, RecordHandler
 from service.messaging.kafka_config import client_options
 from service.messaging.offsets import OffsetTracker, Verdict
+from service.messaging.polling import IDLE_POLL_MS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -44,8 +45,10 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-POLL_TIMEOUT_MS: Final = 200
-"""How long one poll waits for records; bounds how quickly pauses and stops take effect."""
+POLL_TIMEOUT_MS: Final = IDLE_POLL_MS
+"""How long one poll waits for records while no partition is held. Records that come end it
+at once; what it bounds is how quickly a stop takes effect, and how often an idle consumer
+wakes up (see `IDLE_POLL_MS`)."""
 
 HELD_POLL_S: Final = 0.02
 """While a partition is held, how long one poll (or wait for room) lasts: room that opens (a

@@ -417,6 +417,36 @@ class FakeKafkaConsumer:
         self.options = options
         return self
 
+    polls: list[int]
+    """The `timeout_ms` of each `getmany`, in order (it answers at once, with nothing)."""
+
+    async def start(self) -> None:
+        self.polls = []
+
+    def assign(self, tps: Iterable[TopicPartition]) -> None:
+        self.assigned = set(tps)
+
+    async def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict.fromkeys(tps, 0)
+
+    async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict.fromkeys(tps, 0)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:  # noqa: ARG002 (nothing is read)
+        return None
+
+    async def position(self, tp: TopicPartition) -> int:  # noqa: ARG002 (nothing is read)
+        return 0
+
+    async def getmany(
+        self,
+        *tps: TopicPartition,  # noqa: ARG002 (nothing is read)
+        timeout_ms: int,
+    ) -> dict[TopicPartition, list[object]]:
+        self.polls.append(timeout_ms)
+        await asyncio.sleep(0)
+        return {}
+
     def assignment(self) -> set[TopicPartition]:
         return set(self.assigned)
 

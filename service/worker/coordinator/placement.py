@@ -29,7 +29,7 @@ from service.errors import BrokerUnavailableError
 from service.logs import get_logger
 from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
-from service.messaging.polling import PollLoop
+from service.messaging.polling import PollLoop, Waiters
 from service.messaging.seal import Seal
 from service.messaging.topics import partition_for
 
@@ -43,9 +43,6 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 log = get_logger(__name__)
-
-POLL_TIMEOUT_MS: Final = 100
-"""How long one poll of the directory waits; the broker answers at once when records come."""
 
 RETRY_BASE_S: Final = 0.5
 RETRY_MAX_S: Final = 30.0
@@ -169,6 +166,7 @@ class HostDirectory:
         self._positions: dict[TopicPartition, int] = {}
         self._progress = asyncio.Condition()
         """Notified after each poll, with `_positions` updated."""
+        self._waiters = Waiters()
         self._placing = asyncio.Lock()
         """One batch of proposals at a time in this process (runs meeting one new host at
         once would each propose it)."""
@@ -256,15 +254,16 @@ class HostDirectory:
     async def _until(self, ends: dict[TopicPartition, int]) -> None:
         """Wait until each partition is read up to its offset in `ends`."""
         try:
-            async with asyncio.timeout(self._timeout_s), self._progress:
-                await self._progress.wait_for(
-                    lambda: all(self._positions.get(tp, -1) >= end for tp, end in ends.items())
-                )
+            with self._waiters.waiting():
+                async with asyncio.timeout(self._timeout_s), self._progress:
+                    await self._progress.wait_for(
+                        lambda: all(self._positions.get(tp, -1) >= end for tp, end in ends.items())
+                    )
         except TimeoutError as exc:
             raise BrokerUnavailableError("the host directory was not read in time") from exc
 
     async def _poll(self) -> None:
-        batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
+        batch = await self._consumer.getmany(timeout_ms=self._waiters.poll_ms)
         for records in batch.values():
             for record in records:
                 self._take(record)

@@ -9,7 +9,7 @@ from aiokafka.errors import KafkaConnectionError
 from structlog.testing import capture_logs
 from waiting import until
 
-from service.messaging.polling import PollLoop
+from service.messaging.polling import PollLoop, records_or_wake
 
 
 async def test_a_broker_error_and_a_bug_are_logged_and_reading_goes_on():
@@ -69,3 +69,38 @@ async def test_stop_is_bounded_when_a_reading_never_ends():
     assert [entry["event"] for entry in logs] == ["test.poll_unstopped"]
     forever.set()  # the reading ends, and the loop with it: it was told to stop
     await until(lambda: not [t for t in asyncio.all_tasks() if t.get_name() == "test-poll"])
+
+
+class _Consumer:
+    """As aiokafka's `getmany`: waits for records up to its timeout, then hands out what was
+    fetched in one step after its last await."""
+
+    def __init__(self) -> None:
+        self.fetched: list[str] = []
+        self.arrived = asyncio.Event()
+
+    async def getmany(self, timeout_ms: int) -> dict[str, list[str]]:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.arrived.wait(), timeout_ms / 1000)
+        self.arrived.clear()
+        taken, self.fetched = self.fetched, []
+        return {"tp": taken} if taken else {}
+
+    def fetch(self, record: str) -> None:
+        self.fetched.append(record)
+        self.arrived.set()
+
+
+async def test_a_woken_poll_returns_at_once_and_loses_no_record():
+    """A reader whose followed partitions change need not wait out an idle poll (an hour
+    here): the poll ends with nothing, and records that come later are the next poll's."""
+    consumer = _Consumer()
+    wake = asyncio.Event()
+    async with asyncio.timeout(5):
+        polling = asyncio.create_task(records_or_wake(consumer, wake, timeout_ms=3_600_000))  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        wake.set()
+        assert await polling == {}
+        wake.clear()
+        consumer.fetch("a")
+        assert await records_or_wake(consumer, wake, timeout_ms=3_600_000) == {"tp": ["a"]}  # type: ignore[arg-type]

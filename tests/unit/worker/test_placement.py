@@ -7,8 +7,10 @@ import asyncio
 from collections import Counter
 
 from inmemory import FakeKafkaConsumer
+from waiting import until
 
 from service.errors import BrokerUnavailableError
+from service.messaging.polling import BRIEF_POLL_MS, IDLE_POLL_MS
 from service.messaging.topics import partition_for
 from service.settings import Settings
 from service.worker.coordinator.placement import HostDirectory, Placements
@@ -99,3 +101,21 @@ async def test_a_placement_the_broker_did_not_take_is_tried_again():
         await directory.place(["a.test", "b.test"])
     assert tries == [{"a.test": 0, "b.test": 1}] * 2
     assert (directory.partition("a.test"), directory.partition("b.test")) == (0, 1)
+
+
+async def test_the_directory_polls_briefly_while_its_start_waits_and_once_a_second_after():
+    """Its positions move when a poll returns: the start, which waits for the topic's end,
+    gets brief polls; an idle directory waits a second for records (it woke ten times a
+    second, for nothing, on every idle worker)."""
+    consumer = FakeKafkaConsumer()
+    directory = HostDirectory(
+        Settings(worker_name="unit"),
+        publisher=None,  # type: ignore[arg-type]
+        partitions=4,
+        client=consumer.factory,
+    )
+    async with asyncio.timeout(5), directory:
+        at_start = len(consumer.polls)
+        await until(lambda: len(consumer.polls) >= at_start + 3)
+    assert consumer.polls[0] == BRIEF_POLL_MS
+    assert set(consumer.polls[at_start:]) == {IDLE_POLL_MS}
