@@ -24,6 +24,7 @@ from service.gateway.monitor_view import MonitorView
 from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
 from service.messaging.metadata import partitions_of
+from service.messaging.polling import BRIEF_POLL_MS, Waiters
 
 if TYPE_CHECKING:
     from aiokafka.structs import ConsumerRecord
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 log = structlog.get_logger(__name__)
-
-POLL_TIMEOUT_MS: Final = 200
-"""Longest wait of one fetch; bounds how late a replica sees a job started elsewhere."""
 
 RETRY_BASE_S: Final = 0.5
 RETRY_MAX_S: Final = 10.0
@@ -67,6 +65,9 @@ class ViewReader:
         self._positions: dict[TopicPartition, int] = {}
         self._request_partitions: list[int] = []
         self._advanced = asyncio.Event()
+        self._waiters = Waiters()
+        """Callers of `caught_up`: the reader polls briefly while one waits (and until it
+        is ready), else for `IDLE_POLL_MS`; records that come end a poll at once."""
         self._task: asyncio.Task[None] | None = None
         self._timeout_s = settings.kafka_timeout.total_seconds()
         self._contact = time.monotonic()
@@ -101,19 +102,21 @@ class ViewReader:
             TopicPartition(self._settings.requests_topic, number)
             for number in [self._partition_of(request_id)]
         ]
-        end = (await self._consumer.end_offsets([partition]))[partition]
-        async with asyncio.timeout(self._timeout_s):
-            while self._positions.get(partition, 0) < end:
-                await self._wait_advance()
+        with self._waiters.waiting():
+            end = (await self._consumer.end_offsets([partition]))[partition]
+            async with asyncio.timeout(self._timeout_s):
+                while self._positions.get(partition, 0) < end:
+                    await self._wait_advance()
 
     async def caught_up_all(self) -> None:
         """Return once the view has read every requests and progress partition up to its end
         as it is now: every job started through any replica before this call is counted."""
         assigned = list(self._consumer.assignment())
-        ends = await self._consumer.end_offsets(assigned)
-        async with asyncio.timeout(self._timeout_s):
-            while any(self._positions.get(tp, 0) < end for tp, end in ends.items()):
-                await self._wait_advance()
+        with self._waiters.waiting():
+            ends = await self._consumer.end_offsets(assigned)
+            async with asyncio.timeout(self._timeout_s):
+                while any(self._positions.get(tp, 0) < end for tp, end in ends.items()):
+                    await self._wait_advance()
 
     async def _wait_advance(self) -> None:
         event = self._advanced
@@ -160,7 +163,8 @@ class ViewReader:
                 await asyncio.sleep(wait_s)
 
     async def _round(self, ends: dict[TopicPartition, int]) -> None:
-        batch = await self._consumer.getmany(timeout_ms=POLL_TIMEOUT_MS)
+        wait_ms = self._waiters.poll_ms if self.ready.is_set() else BRIEF_POLL_MS
+        batch = await self._consumer.getmany(timeout_ms=wait_ms)
         for records in batch.values():
             for record in records:
                 self._fold(record)
