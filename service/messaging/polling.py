@@ -28,8 +28,9 @@ STOP_S: Final = 10.0
 IDLE_POLL_MS: Final = 1000
 """How long one poll of a reader waits for records when nothing asks for it sooner. The
 broker answers a fetch as soon as it has records, so this is not how late a record is read:
-it is how often an idle reader wakes up. An idle worker's three readers polling every 100 ms
-and its two consumers every 200 ms cost it 2.84 CPU s in 20 s, against 1.51 with 1 s polls."""
+it is how often an idle reader wakes up. With its three readers polling every 100 ms and its
+two consumers every 200 ms, an idle worker's own process cost 117-136 CPU ms a second in the
+test suite's set-up; with 1 s polls, 22-32 (docs/decisions/idle-polls.md)."""
 
 BRIEF_POLL_MS: Final = 100
 """A poll's wait while a caller waits for the reader to catch up (`Waiters`): a reader's
