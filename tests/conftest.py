@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
 from graphsite import serve_graph
-from harness import Topics, WorkerProcess, collecting, running_broker, wait_for_leaders
+from harness import Collector, Topics, WorkerProcess, collecting, running_broker, wait_for_leaders
 from shared_broker import BOOTSTRAP_ENV, SharedBroker, wanted
 from testsite import serve
 
@@ -119,6 +121,42 @@ async def shared_topics(kafka: str, site: TestSite) -> Topics:
 async def shared_collector(shared_topics: Topics) -> AsyncIterator[object]:
     async with collecting(shared_topics) as running:
         yield running
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """A running worker with its own topics, group and collector, shared by a module's tests."""
+
+    topics: Topics
+    collector: Collector
+    worker: WorkerProcess
+
+
+@pytest.fixture(scope="module")
+async def shared_worker_with(
+    kafka: str, site: TestSite, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Callable[..., Awaitable[SharedRun]]]:
+    """A worker for each set of settings the tests of a module ask for, on topics and a group
+    of its own: the first test that asks for a set starts it, the others get the same one
+    (one start per set instead of one per test). For tests that neither restart nor kill it
+    and tell their work apart by request id; all are stopped after the module."""
+    running: dict[tuple[tuple[str, str], ...], SharedRun] = {}
+    logs = tmp_path_factory.mktemp("shared-with")
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def start(**env: str) -> SharedRun:
+            key = tuple(sorted(env.items()))
+            if key not in running:
+                name = f"shared-{len(running) + 1}"
+                topics = await _new_topics(kafka, site)
+                collector = await stack.enter_async_context(collecting(topics))
+                worker = WorkerProcess(topics.env(**env), logs / f"{name}.log", name)
+                stack.push_async_callback(worker.close)
+                await worker.start()
+                running[key] = SharedRun(topics, collector, worker)
+            return running[key]
+
+        yield start
 
 
 @pytest.fixture(scope="module")
