@@ -18,6 +18,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from service.errors import BrokerUnavailableError, ConfigurationError
 from service.messaging.kafka_config import client_options
+from service.messaging.metadata import topic_leaders
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -157,10 +158,10 @@ async def ensure_topics(settings: Settings) -> list[str]:
 
     The topics whose partition count others follow (requests, pages) are made first; their
     partners then get the count the broker describes, also when another process made the
-    topic a moment ago (the list of topics may not show it yet)."""
+    topic a moment ago (the first look may not show it yet)."""
+    wanted = wanted_topics(settings)
+    existing = set(await topic_leaders(settings, wanted))
     async with _admin(settings) as admin:
-        existing = set(await asyncio.wait_for(admin.list_topics(), ADMIN_DEADLINE_S))
-        wanted = wanted_topics(settings)
         owners = {name: wanted[name] for name in _partners(settings) if name in wanted}
         made = await _create(admin, settings, owners, existing)
         existing |= set(owners)  # made here, or by another process since the list

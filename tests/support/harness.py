@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import forkserver
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
 from service.broker import LocalBroker
 from service.contracts import PageResult, ProgressEvent
 from service.errors import BrokerUnavailableError
 from service.messaging.chunks import Reassembler
+from service.messaging.metadata import NO_LEADER, topic_leaders
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -381,7 +381,6 @@ async def wait_for_group(
 async def wait_for_leaders(topics: Topics, partitions: int = 4) -> None:
     """Wait until every partition of the test's topics has a leader: a reader that starts on
     a partition still being created gets NotLeaderForPartition and may miss its start."""
-    client = AIOKafkaClient(bootstrap_servers=topics.bootstrap)
     names = (
         topics.requests,
         topics.results,
@@ -397,23 +396,15 @@ async def wait_for_leaders(topics: Topics, partitions: int = 4) -> None:
         topics.change_history,
         topics.change_crawls,
     )
-    try:
-        await client.bootstrap()
-        async with asyncio.timeout(LEADERS_DEADLINE_S):
-            while True:
-                cluster = await client.fetch_all_metadata()
-                found = [
-                    (name, p) for name in names for p in cluster.partitions_for_topic(name) or ()
-                ]
-                wanted = partitions * (len(names) - 1) + 1  # the host directory has one
-                ready = len(found) == wanted and all(
-                    (cluster.leader_for_partition(TopicPartition(*tp)) or -1) >= 0 for tp in found
-                )
-                if ready:
-                    return
-                await asyncio.sleep(0.2)
-    finally:
-        await client.close()
+    wanted = partitions * (len(names) - 1) + 1  # the host directory has one
+    settings = topics.settings()
+    async with asyncio.timeout(LEADERS_DEADLINE_S):
+        while True:
+            described = await topic_leaders(settings, names)
+            leaders = [leader for found in described.values() for leader in found.values()]
+            if len(leaders) == wanted and all(leader != NO_LEADER for leader in leaders):
+                return
+            await asyncio.sleep(0.2)
 
 
 async def produce(topics: Topics, messages: list[tuple[bytes | None, bytes | None]]) -> None:

@@ -28,9 +28,6 @@ class _JustMadeAdmin:
     created: dict[str, int] = field(default_factory=dict)
     looks: int = 0
 
-    async def list_topics(self) -> list[str]:
-        return []
-
     async def describe_topics(self, names: list[str]) -> list[dict[str, Any]]:
         self.looks += 1
         if self.looks == 1:
@@ -63,7 +60,11 @@ async def test_a_requests_topic_made_a_moment_ago_gives_the_frontier_its_count(
     async def fake_admin(_: Settings) -> AsyncIterator[_JustMadeAdmin]:
         yield admin
 
+    async def none_listed(_: Settings, __: object) -> dict[str, dict[int, int]]:
+        return {}
+
     monkeypatch.setattr(topics, "_admin", fake_admin)
+    monkeypatch.setattr(topics, "topic_leaders", none_listed)
     created = await topics.ensure_topics(settings)
     assert admin.created[settings.frontier_topic] == 1
     assert admin.created[settings.monitors_topic] == 1
