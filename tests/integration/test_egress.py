@@ -20,7 +20,10 @@ from testsite import serve
 from service.contracts import CrawlOptions, CrawlRequest, EventType, dump
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from conftest import SharedRun
+    from testsite import TestSite
 
 pytestmark = pytest.mark.integration
 
@@ -34,14 +37,33 @@ MAX_LOG_LINES_GROWN = 300
 """Lines the worker's log may grow by during the flood and the two requests."""
 
 
+@pytest.fixture(scope="module")
+async def keep_alive() -> AsyncIterator[tuple[int, list[bytes]]]:
+    """The keep-alive site (see `keep_alive_site`), for the module: its port is on the shared
+    worker's allowlist."""
+    async with keep_alive_site() as running:
+        yield running
+
+
+@pytest.fixture
+async def run(
+    shared_worker_with: Callable[..., Awaitable[SharedRun]],
+    site: TestSite,
+    keep_alive: tuple[int, list[bytes]],
+) -> SharedRun:
+    """One worker, on topics and a group of its own, for the tests that neither configure nor
+    stress their worker (each tells its work apart by request id), with the test site and the
+    keep-alive site allowlisted."""
+    hosts = f"127.0.0.1:{site.port},127.0.0.1:{keep_alive[0]}"
+    return await shared_worker_with(CRAWL_ALLOWED_HOSTS=hosts)
+
+
 def _request(request_id: str, urls: list[str], **options: object) -> tuple[bytes, bytes]:
     request = CrawlRequest(request_id=request_id, urls=urls, options=CrawlOptions(**options))
     return request_id.encode(), dump(request)
 
 
-async def test_webrtc_sends_no_packet_to_any_address_the_policy_forbids(
-    topics, collector, site, start_worker
-):
+async def test_webrtc_sends_no_packet_to_any_address_the_policy_forbids(run, site):
     """A page on an allowed host that uses STUN, TURN over UDP, TCP and TLS, forged remote
     candidates (addresses, `localhost`, a `.local` name) and WebTransport towards loopback and
     this machine's own addresses renders `ok`, and not one packet reaches those addresses."""
@@ -60,7 +82,7 @@ async def test_webrtc_sends_no_packet_to_any_address_the_policy_forbids(
         loopback = next(listener for listener in listeners if listener.host == "127.0.0.1")
         targets = [listener.target for listener in listeners] + [f"localhost:{loopback.port}"]
         page = site.url(f"/hostile/webrtc?name={name}&targets={','.join(targets)}")
-        await start_worker()
+        topics, collector = run.topics, run.collector
         await produce(
             topics,
             [_request("rtc-1", [page], wait_for="#webrtc-done", formats=["text"])],
@@ -100,12 +122,11 @@ async def _raw_exchange(port: int, request: bytes) -> bytes:
         writer.close()
 
 
-async def test_another_local_process_cannot_use_the_egress_proxy(topics, site, start_worker):
+async def test_another_local_process_cannot_use_the_egress_proxy(run, site):
     """From outside the worker, with no credential: a plain request to the allowlisted site,
     a CONNECT to it and a CONNECT to port 25 of a public address all get 407; the site never
     sees the requests."""
-    worker = await start_worker()
-    port = await _proxy_port(worker)
+    port = await _proxy_port(run.worker)
     proxy = f"http://127.0.0.1:{port}"
     before = sum(site.hits.values())
     async with aiohttp.ClientSession() as session:
@@ -255,7 +276,7 @@ KEEP_ALIVE_PAGE = b"<!doctype html><title>Keep-alive</title><h1>Kept alive</h1>"
 
 
 @contextlib.asynccontextmanager
-async def keep_alive_site():
+async def keep_alive_site() -> AsyncIterator[tuple[int, list[bytes]]]:
     """A raw HTTP site on 127.0.0.1 that answers every request head on a connection and keeps
     the connection open, whatever `Connection: close` says; yields (port, heads received)."""
     heads: list[bytes] = []
@@ -286,17 +307,16 @@ async def keep_alive_site():
         yield server.sockets[0].getsockname()[1], heads
 
 
-async def test_a_site_that_keeps_connections_alive_never_sees_the_proxy_credential(
-    topics, collector, site, start_worker
-):
+async def test_a_site_that_keeps_connections_alive_never_sees_the_proxy_credential(run, keep_alive):
     """Through Chromium: a page and its six images from a site that ignores `Connection:
     close`; the page is ok and no request the site receives carries `Proxy-Authorization`
     or is in absolute form (each went through the proxy's own parsing)."""
-    async with keep_alive_site() as (port, heads):
-        await start_worker(CRAWL_ALLOWED_HOSTS=f"127.0.0.1:{site.port},127.0.0.1:{port}")
-        await produce(topics, [_request("keep-alive", [f"http://127.0.0.1:{port}/"])])
-        await collector.wait_until(lambda seen: seen.terminal("keep-alive"), deadline_s=120)
-        [result] = collector.seen.results_of("keep-alive")
+    port, heads = keep_alive
+    heads.clear()
+    topics, collector = run.topics, run.collector
+    await produce(topics, [_request("keep-alive", [f"http://127.0.0.1:{port}/"])])
+    await collector.wait_until(lambda seen: seen.terminal("keep-alive"), deadline_s=120)
+    [result] = collector.seen.results_of("keep-alive")
     assert result.ok, result.error
     assert len(heads) >= 2  # the page and at least one image
     assert [head for head in heads if b"proxy-authorization" in head.lower()] == []

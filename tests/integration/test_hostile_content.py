@@ -7,6 +7,7 @@ content never becomes a result."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import pytest
@@ -18,6 +19,12 @@ from waiting import until
 
 from service.contracts import CrawlRequest, EventType
 
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from conftest import SharedRun
+    from testsite import TestSite
+
 pytestmark = pytest.mark.integration
 
 MAX_RESULT_BYTES = 20_000_000
@@ -25,6 +32,51 @@ MAX_RESULT_BYTES = 20_000_000
 
 ENVELOPE_BYTES = 64 * 1024
 """What a result's JSON may hold beyond its bounded fields (ids, URLs, metadata, escapes)."""
+
+
+@pytest.fixture(scope="module")
+async def same_site() -> AsyncIterator[TestSite]:
+    """Another port of the test site's host (its site, another origin)."""
+    async with serve("127.0.0.1") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+async def other_site() -> AsyncIterator[TestSite]:
+    """Another host (another site)."""
+    async with serve("127.0.0.2") as running:
+        yield running
+
+
+def _fresh(site: TestSite) -> TestSite:
+    """`site` with what it counted for earlier tests of the module forgotten."""
+    for counted in (site.hits, site.authorized, site.held):
+        counted.clear()
+    return site
+
+
+@pytest.fixture
+def same(same_site: TestSite) -> TestSite:
+    return _fresh(same_site)
+
+
+@pytest.fixture
+def other(other_site: TestSite) -> TestSite:
+    return _fresh(other_site)
+
+
+@pytest.fixture
+async def run(
+    shared_worker_with: Callable[..., Awaitable[SharedRun]],
+    site: TestSite,
+    same_site: TestSite,
+    other_site: TestSite,
+) -> SharedRun:
+    """The module's one worker, on topics and a group of its own, with every site of the
+    module allowlisted (no test here needs a host left out): each test tells its work apart
+    by request id."""
+    hosts = f"127.0.0.1:{site.port},127.0.0.1:{same_site.port},127.0.0.2:{other_site.port}"
+    return await shared_worker_with(CRAWL_ALLOWED_HOSTS=hosts)
 
 
 def _request(request_id: str, urls: list[str], **options: object) -> tuple[bytes, bytes]:
@@ -57,14 +109,12 @@ async def _bomb_then_canary(topics, collector, site, bomb, canary, path):
     return result
 
 
-async def test_a_backtracking_selector_ends_its_page_and_the_worker_answers_meanwhile(
-    topics, collector, site, start_worker
-):
+async def test_a_backtracking_selector_ends_its_page_and_the_worker_answers_meanwhile(run, site):
     """`include_tags` with a selector that backtracks exponentially over 80 nested `div`s
     ends that page `too_large` at the content budget; a 1-URL request produced while it
     runs completes first, and a request after it completes too."""
     site.hits.clear()
-    await start_worker()
+    topics, collector = run.topics, run.collector
     path = "/bombs/nested-divs"
     bomb = _request("sel-bomb", [site.url(path)], include_tags=[BOMB_SELECTOR])
     canary = _request("sel-canary", [site.url("/page/1")])
@@ -78,14 +128,12 @@ async def test_a_backtracking_selector_ends_its_page_and_the_worker_answers_mean
     assert after.ok
 
 
-async def test_a_pdf_bomb_is_read_within_bounds_beside_another_pdf(
-    topics, collector, site, start_worker
-):
+async def test_a_pdf_bomb_is_read_within_bounds_beside_another_pdf(run, site):
     """An 18 KB PDF whose 100 pages share one stream of 1,000,000 characters is read only
     as far as the result's size allows (or ends `too_large`), and a 3-page PDF produced
     while it is read completes first."""
     site.hits.clear()
-    await start_worker()
+    topics, collector = run.topics, run.collector
     path = "/bombs/pdf"
     bomb = _request("pdf-bomb", [site.url(path)])
     canary = _request("pdf-canary", [site.url("/content/manual.pdf?pages=3")])
@@ -99,13 +147,13 @@ async def test_a_pdf_bomb_is_read_within_bounds_beside_another_pdf(
         assert result.error.code.value == "too_large"
 
 
-async def test_a_result_is_bounded_as_a_whole(topics, collector, site, start_worker):
+async def test_a_result_is_bounded_as_a_whole(run, site):
     """An `extract` that copies a 210 KB page 10,000 times and two script values of 12 MB
     each end `too_large` naming the field, within `CRAWL_MAX_RESULT_BYTES`; a page whose
     text fields together pass the cap is cut to it and marked `truncated`. The three pages
     share one worker: the two heavy ones get 60 s (a 30 s page timed out on a loaded
     machine), the size cap is what is tested."""
-    await start_worker()
+    topics, collector = run.topics, run.collector
     big_value = "() => 'x'.repeat(12 * 1024 * 1024)"
     requests = [
         _request(
@@ -144,13 +192,11 @@ async def test_a_result_is_bounded_as_a_whole(topics, collector, site, start_wor
     assert len(text.model_dump_json()) <= MAX_RESULT_BYTES + ENVELOPE_BYTES
 
 
-async def test_input_that_cannot_work_is_rejected_naming_the_field(
-    topics, collector, site, start_worker
-):
+async def test_input_that_cannot_work_is_rejected_naming_the_field(run, site):
     """`Infinity` or `NaN` in the geolocation or a cookie's `expires`, and time zones that
     Chromium refuses, are dead-lettered `invalid_request` with a `rejected` event naming the
     field; a page with JSON-LD nested 100,000 deep gives its structured data cut short."""
-    await start_worker()
+    topics, collector = run.topics, run.collector
     url = site.url("/page/1")
     cookie = {"name": "a", "value": "b", "url": url}
     bad = {
@@ -205,74 +251,66 @@ page to another site, an image of the page's own origin that redirects to anothe
         ("http", "redirect"),
     ],
 )
-async def test_headers_reach_only_the_pages_own_origin(
-    topics, collector, site, start_worker, render, way
-):
+async def test_headers_reach_only_the_pages_own_origin(run, site, other, render, way):
     """A request's `Authorization` header reaches its page and the page's own image, not an
     image on another host nor a redirect's target on another site (of the page, or of an
     image of its own origin); with `headers_scope: all` it reaches the other host too (but for
     the image's cross-origin redirect, where Chromium itself drops it)."""
-    async with serve("127.0.0.2") as other:
-        hosts = f"127.0.0.1:{site.port},127.0.0.2:{other.port}"
-        await start_worker(CRAWL_ALLOWED_HOSTS=hosts)
-        pixel = other.url("/bombs/pixel.png")
-        own = OWN_PAGES[way]
-        page = site.url(f"{own}?target={pixel}")
-        hops_before = site.authorized["/hostile/private-redirect"]
-        secret = {"Authorization": "Bearer caller-secret"}
-        name = f"hd-{render}-{way}"
-        scoped = _request(name, [page], render=render, headers=secret)
-        await produce(topics, [scoped])
-        await collector.wait_until(lambda seen: seen.terminal(name), deadline_s=120)
-        [result] = collector.seen.results_of(name)
-        assert other.hits["/bombs/pixel.png"] >= 1, result.error
-        assert other.authorized["/bombs/pixel.png"] == 0
-        widened = _request(
-            f"{name}-all", [page + "&all"], render=render, headers=secret, headers_scope="all"
-        )
-        await produce(topics, [widened])
-        await collector.wait_until(lambda seen: seen.terminal(f"{name}-all"), deadline_s=120)
-        if way == "image-redirect":  # Chromium drops `Authorization` on a subresource's
-            assert other.hits["/bombs/pixel.png"] >= 2  # cross-origin redirect (Fetch standard)
-        else:
-            assert other.authorized["/bombs/pixel.png"] >= 1
-        for rid in (name, f"{name}-all"):
-            [result] = collector.seen.results_of(rid)
-            assert result.status_code == 200, (rid, result.error)
-        assert site.authorized[own] >= 2
-        if way != "redirect":
-            assert site.authorized["/bombs/pixel.png"] >= 1
-        if way == "image-redirect":  # the image's own-origin hop got them
-            assert site.authorized["/hostile/private-redirect"] > hops_before
+    topics, collector = run.topics, run.collector
+    pixel = other.url("/bombs/pixel.png")
+    own = OWN_PAGES[way]
+    page = site.url(f"{own}?target={pixel}")
+    hops_before = site.authorized["/hostile/private-redirect"]
+    secret = {"Authorization": "Bearer caller-secret"}
+    name = f"hd-{render}-{way}"
+    scoped = _request(name, [page], render=render, headers=secret)
+    await produce(topics, [scoped])
+    await collector.wait_until(lambda seen: seen.terminal(name), deadline_s=120)
+    [result] = collector.seen.results_of(name)
+    assert other.hits["/bombs/pixel.png"] >= 1, result.error
+    assert other.authorized["/bombs/pixel.png"] == 0
+    widened = _request(
+        f"{name}-all", [page + "&all"], render=render, headers=secret, headers_scope="all"
+    )
+    await produce(topics, [widened])
+    await collector.wait_until(lambda seen: seen.terminal(f"{name}-all"), deadline_s=120)
+    if way == "image-redirect":  # Chromium drops `Authorization` on a subresource's
+        assert other.hits["/bombs/pixel.png"] >= 2  # cross-origin redirect (Fetch standard)
+    else:
+        assert other.authorized["/bombs/pixel.png"] >= 1
+    for rid in (name, f"{name}-all"):
+        [result] = collector.seen.results_of(rid)
+        assert result.status_code == 200, (rid, result.error)
+    assert site.authorized[own] >= 2
+    if way != "redirect":
+        assert site.authorized["/bombs/pixel.png"] >= 1
+    if way == "image-redirect":  # the image's own-origin hop got them
+        assert site.authorized["/hostile/private-redirect"] > hops_before
 
 
 @pytest.mark.parametrize("render", ["browser", "http"])
-async def test_headers_follow_a_pages_redirects_on_its_site(
-    topics, collector, site, start_worker, render
-):
+async def test_headers_follow_a_pages_redirects_on_its_site(run, site, same, other, render):
     """A page that redirects within its origin, then to another port of its host (its site),
     then to another site: `Authorization` reaches each hop on its site, not the last one, and
     the page ends on the other site's URL."""
-    async with serve("127.0.0.1") as same, serve("127.0.0.2") as other:
-        hosts = f"127.0.0.1:{site.port},127.0.0.1:{same.port},127.0.0.2:{other.port}"
-        await start_worker(CRAWL_ALLOWED_HOSTS=hosts)
-        last = other.url("/page/1")
-        on_port = same.url("/hostile/private-redirect?target=" + quote(last, safe=""))
-        within = "/hostile/private-redirect?target=" + quote(on_port, safe="")
-        page = site.url("/redirect?to=" + quote(within, safe=""))
-        first_hops = site.authorized["/redirect"], site.authorized["/hostile/private-redirect"]
-        rid = f"hd-hops-{render}"
-        secret = {"Authorization": "Bearer caller-secret"}
-        await produce(topics, [_request(rid, [page], render=render, headers=secret)])
-        await collector.wait_until(lambda seen: seen.terminal(rid), deadline_s=120)
-        [result] = collector.seen.results_of(rid)
-        assert result.status_code == 200, result.error
-        assert result.final_url == last
-        hops = site.authorized["/redirect"], site.authorized["/hostile/private-redirect"]
-        assert (hops[0] - first_hops[0], hops[1] - first_hops[1]) == (1, 1)
-        assert same.authorized["/hostile/private-redirect"] == 1
-        assert other.hits["/page/1"] >= 1
-        assert other.authorized["/page/1"] == 0
+    topics, collector = run.topics, run.collector
+    last = other.url("/page/1")
+    on_port = same.url("/hostile/private-redirect?target=" + quote(last, safe=""))
+    within = "/hostile/private-redirect?target=" + quote(on_port, safe="")
+    page = site.url("/redirect?to=" + quote(within, safe=""))
+    first_hops = site.authorized["/redirect"], site.authorized["/hostile/private-redirect"]
+    rid = f"hd-hops-{render}"
+    secret = {"Authorization": "Bearer caller-secret"}
+    await produce(topics, [_request(rid, [page], render=render, headers=secret)])
+    await collector.wait_until(lambda seen: seen.terminal(rid), deadline_s=120)
+    [result] = collector.seen.results_of(rid)
+    assert result.status_code == 200, result.error
+    assert result.final_url == last
+    hops = site.authorized["/redirect"], site.authorized["/hostile/private-redirect"]
+    assert (hops[0] - first_hops[0], hops[1] - first_hops[1]) == (1, 1)
+    assert same.authorized["/hostile/private-redirect"] == 1
+    assert other.hits["/page/1"] >= 1
+    assert other.authorized["/page/1"] == 0
 
 
 SCRIPTED_PATHS = {
@@ -300,38 +338,35 @@ async def _scripted(topics, collector, rid: str, page: str, way: str, scope: str
 
 
 @pytest.mark.parametrize("way", WAYS)
-async def test_headers_on_a_pages_script_requests(topics, collector, site, start_worker, way):
+async def test_headers_on_a_pages_script_requests(run, site, other, way):
     """An XHR or a `fetch()` of the page's origin carries a request's `Authorization` on its
     own hop, not to the other host it redirects to, and its answer still reaches the page; an
     XHR without a redirect carries it; an event stream of the page's origin carries none of
     it (the page still gets its event), but for `headers_scope: all`."""
-    async with serve("127.0.0.2") as other:
-        await start_worker(CRAWL_ALLOWED_HOSTS=f"127.0.0.1:{site.port},127.0.0.2:{other.port}")
-        target = other.url(f"/scripted/said?say={way}")
-        page = site.url(f"/scripted/ask?way={way}&target={quote(target, safe='')}")
-        own = SCRIPTED_PATHS[way]
-        own_before = site.authorized[own]
-        await _scripted(topics, collector, f"hs-{way}", page, way, "origin")
-        if way == "event-stream":
-            assert site.authorized[own] == own_before
-            await _scripted(topics, collector, f"hs-{way}-all", page + "&all", way, "all")
-        else:
-            assert other.hits["/scripted/said"] == (0 if way == "xhr-own" else 1)
-            assert other.authorized["/scripted/said"] == 0, "the other host got the header"
-        assert site.authorized[own] > own_before
+    topics, collector = run.topics, run.collector
+    target = other.url(f"/scripted/said?say={way}")
+    page = site.url(f"/scripted/ask?way={way}&target={quote(target, safe='')}")
+    own = SCRIPTED_PATHS[way]
+    own_before = site.authorized[own]
+    await _scripted(topics, collector, f"hs-{way}", page, way, "origin")
+    if way == "event-stream":
+        assert site.authorized[own] == own_before
+        await _scripted(topics, collector, f"hs-{way}-all", page + "&all", way, "all")
+    else:
+        assert other.hits["/scripted/said"] == (0 if way == "xhr-own" else 1)
+        assert other.authorized["/scripted/said"] == 0, "the other host got the header"
+    assert site.authorized[own] > own_before
 
 
 PAGE_TIMEOUT_S = 30
 """A page's `timeout_ms` by default, in seconds."""
 
 
-async def test_a_long_poll_of_the_page_is_let_go_by_its_deadline(
-    topics, collector, site, start_worker
-):
+async def test_a_long_poll_of_the_page_is_let_go_by_its_deadline(run, site):
     """A page whose XHR of its own origin is held by the server (a long poll) gives its
     result with the request's `headers`; the poll carried them, and its connection is let go
     by the page's deadline."""
-    await start_worker()
+    topics, collector = run.topics, run.collector
     arrived = site.held["arrived"]
     page = site.url(f"/scripted/ask?way={LONG_POLL}")
     secret = {"Authorization": "Bearer caller-secret"}
@@ -345,11 +380,11 @@ async def test_a_long_poll_of_the_page_is_let_go_by_its_deadline(
     await until(lambda: site.held["ended"] == site.held["arrived"], deadline_s=PAGE_TIMEOUT_S)
 
 
-async def test_content_of_a_data_url_never_reaches_a_result(topics, collector, site, start_worker):
+async def test_content_of_a_data_url_never_reaches_a_result(run, site):
     """A page whose script navigates to a `data:` URL gives a result without that URL's
     content; one whose script takes it to `about:blank` ends `blocked` (no content of a
     scheme the URL policy does not allow)."""
-    await start_worker()
+    topics, collector = run.topics, run.collector
     pages = {
         **{f"data-{n}": f"/bombs/to-data-url?n={n}" for n in range(2)},
         **{f"blank-{n}": f"/bombs/to-about-blank?n={n}" for n in range(2)},
