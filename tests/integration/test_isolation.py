@@ -14,7 +14,12 @@ HTTP auth cache (a URL with credentials, and a page that plants a login for anot
 navigating to `http://mallory:planted@127.0.0.2:.../`), cookies set by answers to keepalive
 fetches and beacons that come after the writer's request ended, and client-hint opt-ins. Each
 such case runs with default reuse and with `CRAWL_CONTEXT_REUSE=0`; the reader of each comes
-after the writer's context was wiped or closed."""
+after the writer's context was wiped or closed.
+
+The tests share a worker per setting (`_share`): the session controls and the wiped-context
+test one, the network-state cases one per reuse mode; each of those starts once the contexts
+of the earlier tests are wiped or closed (`_settled`), so the pool hands its reader what a
+worker of its own would. The reuse-off test that stops its worker has one of its own."""
 
 from __future__ import annotations
 
@@ -31,8 +36,9 @@ from testsite import serve
 from service.contracts import CrawlOptions, CrawlRequest, EventType, Format, dump
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
+    from conftest import SharedRun
     from harness import Collector, Topics, WorkerProcess
     from testsite import TestSite
 
@@ -62,6 +68,8 @@ site's fetch counts), for the day it is on."""
 
 WIPED = "browser.context_wiped"
 
+TAKEN = "browser.context_taken"
+"""What the worker logs (debug) when a request without a session takes its context."""
 
 DONE_EVENTS = frozenset({WIPED, "browser.context_closed"})
 """What the worker logs (debug) when a request's context has been wiped or closed."""
@@ -80,14 +88,53 @@ async def other_site() -> AsyncIterator[TestSite]:
         yield running
 
 
-async def _start(
-    start_worker, site: TestSite, other: TestSite | None = None, **env: str
-) -> WorkerProcess:
-    """A worker that may reach the test site under both its names (and `other`)."""
+def _hosts(site: TestSite, other: TestSite | None = None) -> str:
+    """The test site under both its names (and `other`)."""
     hosts = f"127.0.0.1:{site.port},localhost:{site.port}"
     if other is not None:
         hosts += f",127.0.0.2:{other.port}"
-    return await start_worker(**{"CRAWL_ALLOWED_HOSTS": hosts, "CRAWL_LOG_LEVEL": "debug", **env})
+    return hosts
+
+
+async def _start(
+    start_worker, site: TestSite, other: TestSite | None = None, **env: str
+) -> WorkerProcess:
+    """A worker of this test's own that may reach the test site under both its names (and
+    `other`)."""
+    return await start_worker(
+        **{"CRAWL_ALLOWED_HOSTS": _hosts(site, other), "CRAWL_LOG_LEVEL": "debug", **env}
+    )
+
+
+async def _share(
+    shared_worker_with: Callable[..., Awaitable[SharedRun]],
+    site: TestSite,
+    other: TestSite | None = None,
+    **env: str,
+) -> SharedRun:
+    """The module's worker with `env` that may reach the test site under both its names (and
+    `other`): started by the first test that asks, on topics and a group of its own. For tests
+    that neither restart, stop nor read all of its log (each tells its requests apart by id)."""
+    hosts = _hosts(site, other)
+    return await shared_worker_with(
+        **{"CRAWL_ALLOWED_HOSTS": hosts, "CRAWL_LOG_LEVEL": "debug", **env}
+    )
+
+
+async def _settled(run: SharedRun) -> None:
+    """Wait until the context of every earlier request of the shared worker (each of those
+    that took one of its own) has been wiped or closed: then no context of an earlier test is
+    in use or being wiped, and as on a worker of this test's own the context this test's
+    first request leaves is the one its next request takes (wiped contexts are taken newest
+    first), or a fresh one when it was closed."""
+
+    def settled(_: object) -> bool:
+        events = run.worker.events()
+        taken = {entry.get("request_id") for entry in events if entry.get("event") == TAKEN}
+        done = {entry.get("request_id") for entry in events if entry.get("event") in DONE_EVENTS}
+        return taken <= done
+
+    await run.collector.wait_until(settled, WIPED_DEADLINE_S)
 
 
 def _bounced(
@@ -152,25 +199,32 @@ async def _read(
     return set(result.title.removeprefix(SEEN_PREFIX).split(",")), report
 
 
-def _wipes(worker: WorkerProcess) -> list[dict[str, object]]:
-    return [entry for entry in worker.events() if entry.get("event") == WIPED]
+def _wipes(worker: WorkerProcess, request_ids: set[str]) -> list[dict[str, object]]:
+    """The wipes after the requests of `request_ids` (the worker may serve other tests)."""
+    return [
+        entry
+        for entry in worker.events()
+        if entry.get("event") == WIPED and entry.get("request_id") in request_ids
+    ]
 
 
-def _reused_by_a_reader(worker: WorkerProcess) -> bool:
-    """Whether a reader ran in a context wiped after an earlier request: the wipe after a
-    request is logged under its `request_id`, `served` counting that request."""
+def _reused_by_a_reader(worker: WorkerProcess, readers: set[str]) -> bool:
+    """Whether a reader (of the request ids `readers`) ran in a context wiped after an earlier
+    request: the wipe after a request is logged under its `request_id`, `served` counting that
+    request."""
     return any(
         str(entry.get("request_id", "")).startswith("read-") and int(entry.get("served", 0)) >= 2
-        for entry in _wipes(worker)
+        for entry in _wipes(worker, readers)
     )
 
 
 async def test_the_reader_sees_what_a_writer_left_in_a_shared_session_context(
-    topics, collector, site: TestSite, start_worker
+    site: TestSite, shared_worker_with
 ):
     """The control: two requests of one `session` share a context on purpose, so the reader
     reports what the writer left; a reader that saw nothing could not prove isolation."""
-    await _start(start_worker, site)
+    run = await _share(shared_worker_with, site)
+    topics, collector = run.topics, run.collector
     tag = _run_id()
     await _write(topics, collector, site, tag, session="iso")
     seen, report = await _read(topics, collector, site, tag, [tag], session="iso")
@@ -179,15 +233,18 @@ async def test_the_reader_sees_what_a_writer_left_in_a_shared_session_context(
 
 
 async def test_no_request_sees_state_an_earlier_request_left_even_in_a_wiped_context(
-    topics, collector, site: TestSite, start_worker
+    site: TestSite, shared_worker_with
 ):
     """Writers one after another, then readers: each reader finds nothing and fetches every
     writer's cacheable script from the network again, though contexts were wiped and reused
     (the debug log says so: the wipe after a reader says its context served an earlier
     request)."""
-    worker = await _start(start_worker, site, CRAWL_LOG_LEVEL="debug")
+    shared = await _share(shared_worker_with, site, CRAWL_LOG_LEVEL="debug")
+    topics, collector, worker = shared.topics, shared.collector, shared.worker
+    await _settled(shared)
     run = _run_id()
     tags = [f"{run}-{n}" for n in range(WRITERS)]
+    readers = {f"read-{tag}" for tag in tags}
     for tag in tags:
         await _write(topics, collector, site, tag)
     for tag in tags:
@@ -196,9 +253,10 @@ async def test_no_request_sees_state_an_earlier_request_left_even_in_a_wiped_con
     # each tag's script: once by its writer, once by every reader
     assert {tag: site.cached_fetches[tag] for tag in tags} == dict.fromkeys(tags, 1 + WRITERS)
     try:
-        await collector.wait_until(lambda _: _reused_by_a_reader(worker), WIPED_DEADLINE_S)
+        await collector.wait_until(lambda _: _reused_by_a_reader(worker, readers), WIPED_DEADLINE_S)
     except TimeoutError:
-        wipes = [(entry.get("request_id"), entry.get("served")) for entry in _wipes(worker)]
+        ids = {f"write-{tag}" for tag in tags} | readers
+        wipes = [(entry.get("request_id"), entry.get("served")) for entry in _wipes(worker, ids)]
         pytest.fail(f"no reader ran in a wiped context ({WIPED} request_id, served: {wipes})")
 
 
@@ -243,12 +301,14 @@ async def _write_secret(
 
 @pytest.mark.parametrize("env", REUSE_MODES)
 async def test_a_login_by_url_credentials_is_not_sent_for_a_later_request(
-    topics, collector, site: TestSite, start_worker, env: dict[str, str]
+    site: TestSite, other_site: TestSite, shared_worker_with, env: dict[str, str]
 ):
     """A crawls `http://alice:s3cret@HOST/isolation/secret` (served as alice); B, after A's
     context was wiped or closed, crawls a page under `/isolation/` of HOST and its request
     carries no credential (before: A's, sent unasked from the auth cache)."""
-    worker = await _start(start_worker, site, **env)
+    run = await _share(shared_worker_with, site, other_site, **env)
+    topics, collector, worker = run.topics, run.collector, run.worker
+    await _settled(run)
     url = f"http://alice:s3cret@127.0.0.1:{site.port}/isolation/secret"
     await _write_secret(topics, collector, worker, url, "alice")
     tag = _run_id()
@@ -258,11 +318,13 @@ async def test_a_login_by_url_credentials_is_not_sent_for_a_later_request(
 
 @pytest.mark.parametrize("env", REUSE_MODES)
 async def test_a_login_a_page_planted_for_another_host_is_not_sent_for_a_later_request(
-    topics, collector, site: TestSite, other_site: TestSite, start_worker, env: dict[str, str]
+    site: TestSite, other_site: TestSite, shared_worker_with, env: dict[str, str]
 ):
     """A's page navigates to `http://mallory:planted@OTHER/isolation/secret` (served as
     mallory); B's crawl of OTHER carries no credential (before: mallory's)."""
-    worker = await _start(start_worker, site, other_site, **env)
+    run = await _share(shared_worker_with, site, other_site, **env)
+    topics, collector, worker = run.topics, run.collector, run.worker
+    await _settled(run)
     plant = f"/isolation/plant?host=127.0.0.2:{other_site.port}&to=/isolation/secret"
     await _write_secret(topics, collector, worker, site.url(plant), "mallory")
     tag = _run_id()
@@ -272,13 +334,15 @@ async def test_a_login_a_page_planted_for_another_host_is_not_sent_for_a_later_r
 
 @pytest.mark.parametrize("env", REUSE_MODES)
 async def test_late_cookies_of_keepalive_fetches_and_beacons_do_not_reach_a_later_request(
-    topics, collector, site: TestSite, start_worker, env: dict[str, str]
+    site: TestSite, other_site: TestSite, shared_worker_with, env: dict[str, str]
 ):
     """A's page sends a keepalive fetch at load, and a keepalive fetch and a beacon on
     `pagehide`; the site answers each `LATE_DELAY_S` later with a cookie. Once every late
     request that reached the site has ended, B's request carries none of those cookies
     (before: all three)."""
-    worker = await _start(start_worker, site, **env)
+    run = await _share(shared_worker_with, site, other_site, **env)
+    topics, collector, worker = run.topics, run.collector, run.worker
+    await _settled(run)
     tag = _run_id()
     request_id = f"late-{tag}"
     url = site.url(f"/isolation/late?tag={tag}")
@@ -304,7 +368,7 @@ LINGER_MS = 9_000
 
 
 async def test_answers_held_past_the_hand_over_do_not_land_in_the_next_request(
-    topics, collector, site: TestSite, start_worker
+    site: TestSite, other_site: TestSite, shared_worker_with
 ):
     """A's page sends a keepalive fetch and a beacon on `pagehide` (as the wipe blanks it);
     the site holds their answers, with cookies, `HOLD_MS`. B takes A's wiped context at once
@@ -313,7 +377,9 @@ async def test_answers_held_past_the_hand_over_do_not_land_in_the_next_request(
     the wipe sealed A's context at the egress proxy (its connections cut, new ones refused
     until B took it). Before the seal, the held answers landed in B's context after the
     cookies were cleared at hand-over, and B's reader sent them."""
-    worker = await _start(start_worker, site)
+    run = await _share(shared_worker_with, site, other_site)
+    topics, collector, worker = run.topics, run.collector, run.worker
+    await _settled(run)
     tag = _run_id()
     request_id = f"held-{tag}"
     url = site.url(f"/isolation/late?tag={tag}&hold_ms={HOLD_MS}")
@@ -327,16 +393,18 @@ async def test_answers_held_past_the_hand_over_do_not_land_in_the_next_request(
     assert '"cookie"' in report, report  # the reader ran and reported its cookies
     assert f"iso_late_hide_{tag}" not in report, report
     assert f"iso_late_beacon_{tag}" not in report, report
-    assert any(entry.get("event") == WIPED for entry in worker.events())
+    assert _wipes(worker, {request_id, f"read-{tag}"})
 
 
 @pytest.mark.parametrize("env", REUSE_MODES)
 async def test_client_hints_an_earlier_request_opted_in_to_are_not_sent_later(
-    topics, collector, site: TestSite, start_worker, env: dict[str, str]
+    site: TestSite, other_site: TestSite, shared_worker_with, env: dict[str, str]
 ):
     """A's page answers with `Accept-CH` and `Critical-CH` for high-entropy client hints; B's
     request to the same origin carries none of them (before: Sec-CH-UA-Arch and more)."""
-    worker = await _start(start_worker, site, **env)
+    run = await _share(shared_worker_with, site, other_site, **env)
+    topics, collector, worker = run.topics, run.collector, run.worker
+    await _settled(run)
     tag = _run_id()
     request_id = f"hints-{tag}"
     result = await _crawl(topics, collector, request_id, site.url(f"/isolation/hints?tag={tag}"))
@@ -347,11 +415,12 @@ async def test_client_hints_an_earlier_request_opted_in_to_are_not_sent_later(
 
 
 async def test_the_reader_sees_a_login_late_cookies_and_client_hints_in_a_shared_session_context(
-    topics, collector, site: TestSite, start_worker
+    site: TestSite, shared_worker_with
 ):
     """The control of the network-state cases: in one `session` the reader's request carries
     the login, the late cookies and the client hints the writers left."""
-    await _start(start_worker, site)
+    run = await _share(shared_worker_with, site)
+    topics, collector = run.topics, run.collector
     tag = _run_id()
     url = f"http://alice:s3cret@127.0.0.1:{site.port}/isolation/secret"
     result = await _crawl(topics, collector, f"auth-{tag}", url, session=tag, wait_for="#secret")

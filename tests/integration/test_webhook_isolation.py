@@ -2,7 +2,13 @@
 nothing signed follows a redirect, one tenant's slow receiver sets no one else's pace, each
 tenant's events are signed with its own secret, and no credential of a request or of a
 webhook reaches a topic or a log line. Real broker, worker, gateway and `crawlstream
-webhooks`; receivers are local servers on loopback."""
+webhooks`; receivers are local servers on loopback.
+
+The tests share one default worker, on topics of the module's own (`shared_worker_with`); the
+dispatcher of each is its own, in a group of its own that starts at the end of the progress
+topic once the earlier tests' requests have ended (`own_group`), so it sees only the test's
+events, as on topics of the test's own. The one that reads every topic and the worker's whole
+log has a worker and topics of its own."""
 
 from __future__ import annotations
 
@@ -30,6 +36,9 @@ from service.messaging.metadata import partitions_of
 from service.webhooks import verify
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from conftest import SharedRun
     from harness import Topics, WorkerProcess
     from testsite import TestSite
     from webhook_receiver import Receiver
@@ -63,8 +72,39 @@ def group_of(env: dict[str, str]) -> str:
     return env["CRAWL_PROGRESS_TOPIC"] + "-webhooks"
 
 
-async def start_dispatcher(env: dict[str, str], tmp_path, name: str = "d1") -> DispatcherProcess:
-    env = env | {"CRAWL_WEBHOOK_GROUP_ID": group_of(env)}
+async def own_group(run: SharedRun) -> str:
+    """A dispatcher group of this test's own on the shared worker's progress topic, its offsets
+    committed at the topic's end once every request the worker ran for an earlier test has
+    ended: its dispatcher reads only this test's events, as one on topics of its own would."""
+    seen = run.collector.seen
+
+    def ended(_: object) -> bool:
+        return all(
+            seen.terminal(request_id) for request_id in {e.request_id for e, _ in seen.events}
+        )
+
+    await run.collector.wait_until(ended, 120)
+    topics = run.topics
+    group = f"{topics.progress}-webhooks-{uuid.uuid4().hex[:8]}"
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=topics.bootstrap, group_id=group, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        partitions = await partitions_of(topics.settings(), topics.progress)
+        tps = [TopicPartition(topics.progress, p) for p in partitions]
+        consumer.assign(tps)
+        await consumer.commit(await consumer.end_offsets(tps))
+    finally:
+        await consumer.stop()
+    return group
+
+
+async def start_dispatcher(
+    env: dict[str, str], tmp_path, name: str = "d1", group: str | None = None
+) -> DispatcherProcess:
+    """A dispatcher in `group` (by default the one of the test's own topics, `group_of`)."""
+    env = env | {"CRAWL_WEBHOOK_GROUP_ID": group or group_of(env)}
     dispatcher = DispatcherProcess(env, tmp_path / f"{name}.log", name)
     await dispatcher.start()
     return dispatcher
@@ -84,11 +124,13 @@ def forged_marker(results_offset: int) -> dict[str, object]:
 
 
 async def test_a_receiver_answering_404_and_a_forged_marker_do_not_stop_the_dispatcher(
-    topics: Topics, start_worker, site: TestSite, tmp_path
+    shared_worker_with: Callable[..., Awaitable[SharedRun]], site: TestSite, tmp_path
 ):
     """A job whose receiver answers 404 is dropped (counted), a record whose job marker names
     an offset that is none is counted, logged once and skipped; the job after them gets every
     webhook from the same, still running, dispatcher."""
+    run = await shared_worker_with()
+    topics = run.topics
 
     async def answer(request: web.Request) -> web.StreamResponse:
         return web.Response(status=404 if request.path == "/gone" else 200)
@@ -98,8 +140,7 @@ async def test_a_receiver_answering_404_and_a_forged_marker_do_not_stop_the_disp
         env = topics.env(
             CRAWL_ALLOWED_HOSTS=allowed(site, receiver), CRAWL_METRICS_PORT=str(metrics_port)
         )
-        await start_worker()
-        dispatcher = await start_dispatcher(env, tmp_path)
+        dispatcher = await start_dispatcher(env, tmp_path, group=await own_group(run))
         try:
             async with CrawlClient(topics.settings()) as client:
                 url = [site.url("/page/1")]
@@ -130,10 +171,12 @@ async def test_a_receiver_answering_404_and_a_forged_marker_do_not_stop_the_disp
 
 
 async def test_a_redirecting_receiver_never_reaches_a_forbidden_address(
-    topics: Topics, start_worker, site: TestSite, tmp_path
+    shared_worker_with: Callable[..., Awaitable[SharedRun]], site: TestSite, tmp_path
 ):
     """302, 303, 307 and 308 to loopback addresses outside the allowed hosts (an IPv4, an IPv6
     and an IPv4-mapped IPv6 form): no connection reaches them; each event is dropped once."""
+    run = await shared_worker_with()
+    topics = run.topics
     async with (
         listening("127.0.0.2") as forbidden4,
         listening("::1") as forbidden6,
@@ -156,8 +199,7 @@ async def test_a_redirecting_receiver_never_reaches_a_forbidden_address(
                 CRAWL_METRICS_PORT=str(metrics_port),
                 CRAWL_WEBHOOK_SECRET=SHARED_SECRET,
             )
-            await start_worker()
-            dispatcher = await start_dispatcher(env, tmp_path)
+            dispatcher = await start_dispatcher(env, tmp_path, group=await own_group(run))
             try:
                 async with CrawlClient(topics.settings()) as client:
                     jobs = [
@@ -203,11 +245,13 @@ def same_partition_id(request_id: str, partitions: int = 4) -> str:
 
 
 async def test_a_slow_receiver_of_one_tenant_does_not_delay_another_tenants_events(
-    topics: Topics, start_worker, collector, site: TestSite, tmp_path
+    shared_worker_with: Callable[..., Awaitable[SharedRun]], site: TestSite, tmp_path
 ):
     """Tenant A's receiver takes 9 s an event; tenant B's job, whose events come after all of
     A's on the same partition, is delivered before A's receiver has its last event, and the
     group's committed offset stays at or below A's undelivered event (at least once)."""
+    run = await shared_worker_with()
+    topics, collector = run.topics, run.collector
 
     async def slow(_: web.Request) -> web.StreamResponse:
         await asyncio.sleep(SLOW_RECEIVER_S)
@@ -215,8 +259,8 @@ async def test_a_slow_receiver_of_one_tenant_does_not_delay_another_tenants_even
 
     async with receiving(answer=slow) as receiver_a, receiving("127.0.0.2") as receiver_b:
         env = topics.env(CRAWL_ALLOWED_HOSTS=allowed(site, receiver_a, receiver_b))
-        await start_worker()
-        dispatcher = await start_dispatcher(env, tmp_path)
+        group = await own_group(run)
+        dispatcher = await start_dispatcher(env, tmp_path, group=group)
         try:
             async with CrawlClient(topics.settings()) as client:
                 job_a = await client.submit(
@@ -238,7 +282,7 @@ async def test_a_slow_receiver_of_one_tenant_does_not_delay_another_tenants_even
             await until(
                 lambda: "crawl.completed" in receiver_b.types(job_b.request_id), 120, every_s=0.2
             )
-            committed = await committed_offsets(topics.bootstrap, group_of(env))
+            committed = await committed_offsets(topics.bootstrap, group)
             a_when_b_done = receiver_a.types(job_a.request_id)
             await until(
                 lambda: "crawl.completed" in receiver_a.types(job_a.request_id), 120, every_s=0.2
@@ -284,10 +328,12 @@ async def start_batch(gateway: GatewayProcess, tenant: str, url: str, hook: dict
 
 
 async def test_each_tenants_webhooks_are_signed_with_its_own_secret(
-    topics: Topics, start_worker, site: TestSite, tmp_path
+    shared_worker_with: Callable[..., Awaitable[SharedRun]], site: TestSite, tmp_path
 ):
     """Tenant A aims its job's webhook at tenant B's receiver: B's signature check (with B's
     secret) fails on every delivery; B's own job's deliveries pass it."""
+    run = await shared_worker_with()
+    topics = run.topics
     secrets = {"tenant-a": "whsec-of-tenant-a-0001", "tenant-b": "whsec-of-tenant-b-0002"}
     async with receiving() as receiver_b:
         env = topics.env(
@@ -295,8 +341,7 @@ async def test_each_tenants_webhooks_are_signed_with_its_own_secret(
             CRAWL_GATEWAY_KEYS_FILE=keys_file(tmp_path, secrets),
             CRAWL_WEBHOOK_SEAL_KEY="seal-key-of-this-test-0003",
         )
-        await start_worker()
-        dispatcher = await start_dispatcher(env, tmp_path)
+        dispatcher = await start_dispatcher(env, tmp_path, group=await own_group(run))
         gateway = GatewayProcess(env, tmp_path / "g1.log", "g1")
         try:
             await gateway.start()
