@@ -42,6 +42,13 @@ def _free_port() -> int:
     return unused_port()
 
 
+@pytest.fixture(scope="module")
+def metrics_port() -> int:
+    """The metrics port of the worker that the cancel tests which neither restart nor kill
+    theirs share (`shared_worker_with`); each tells its request apart by id."""
+    return _free_port()
+
+
 async def _metric(port: int, name: str) -> float | None:
     async with (
         aiohttp.ClientSession() as session,
@@ -84,34 +91,6 @@ def _assert_exact(collector, request_id: str, urls: list[str], kind: EventType) 
     return results
 
 
-async def test_cancel_stops_a_running_request_within_three_seconds(
-    topics, collector, site, start_worker
-):
-    """A 30-URL request of 2 s pages cancelled after its 3rd result: the terminal `cancelled`
-    (with the reason) arrives within 3 s of the cancel, every URL has exactly one result, no
-    page event follows the terminal, and the worker's open Chromium pages drop to 0."""
-    port = _free_port()
-    await start_worker("canceller", CRAWL_METRICS_PORT=str(port))
-    urls = _slow_urls(site, "c30", 30)
-    await produce(topics, [_request("c30", urls)])
-    await collector.wait_until(lambda seen: len(seen.results_of("c30")) >= 3, deadline_s=180)
-    assert await _metric(port, "crawl_browser_pages_open")
-
-    cancelled_at = await _cancel(topics, "c30", "user asked")
-    await _wait_terminal_within(collector, "c30", 3.0)
-    assert asyncio.get_running_loop().time() - cancelled_at <= 3.0
-
-    results = _assert_exact(collector, "c30", urls, EventType.CANCELLED)
-    [terminal] = collector.seen.terminal("c30")
-    assert terminal.detail == "cancelled: user asked"
-    assert terminal.succeeded >= 3
-    assert terminal.cancelled > 0
-    assert all(r.ok or r.error.code == ErrorCode.CANCELLED for r in results)
-    async with asyncio.timeout(10):
-        while await _metric(port, "crawl_browser_pages_open") != 0:
-            await asyncio.sleep(0.2)
-
-
 async def test_cancel_while_partitions_are_paused_for_memory(topics, collector, site, start_worker):
     """With the governor's pause ratio set below any real use (CRAWL_MEMORY_PAUSE_RATIO=0.001,
     so the worker pauses its request partitions as soon as it holds work, and renders one page
@@ -132,36 +111,6 @@ async def test_cancel_while_partitions_are_paused_for_memory(topics, collector, 
     await _wait_terminal_within(collector, "paused", 3.0)
     _assert_exact(collector, "paused", urls, EventType.CANCELLED)
     assert "consumer.resumed" not in before[before.index("consumer.paused") :]
-
-
-async def test_a_cancel_produced_before_its_request_renders_nothing(
-    topics, collector, site, start_worker
-):
-    """`crawlstream cancel` before the request is produced: the request ends `cancelled` with
-    an `accepted`, a `cancelled` result per URL, and no page rendered (the site saw no hit)."""
-    await start_worker()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "service",
-        "cancel",
-        "early",
-        "--reason",
-        "changed my mind",
-        env=os.environ | topics.env(),
-        stdout=asyncio.subprocess.PIPE,
-    )
-    out, _ = await process.communicate()
-    assert process.returncode == 0
-    assert out.decode().strip() == "early: cancel sent"
-    urls = _slow_urls(site, "early", 5, ms=500)
-    await produce(topics, [_request("early", urls)])
-
-    await _wait_terminal_within(collector, "early", 120)
-    results = _assert_exact(collector, "early", urls, EventType.CANCELLED)
-    assert all(r.error.code == ErrorCode.CANCELLED for r in results)
-    assert collector.seen.events_of("early")[0].type == EventType.ACCEPTED
-    assert _hits(site, urls) == 0
 
 
 STATIC = {"CRAWL_STATIC_MEMBERSHIP": "true", "CRAWL_WORKER_NAME": "redo"}
@@ -250,3 +199,67 @@ async def test_status_and_follow_from_other_processes(topics, collector, site, s
     code, out = await _cli(topics, "status", "never-submitted")
     assert code == 0
     assert out.strip().startswith("never-submitted: unknown")
+
+
+# The tests sharing one worker (`shared_worker_with`) come last: a shared worker stops with the
+# module, and these do not idle through the tests before them.
+
+
+async def test_cancel_stops_a_running_request_within_three_seconds(
+    shared_worker_with, metrics_port, site
+):
+    """A 30-URL request of 2 s pages cancelled after its 3rd result: the terminal `cancelled`
+    (with the reason) arrives within 3 s of the cancel, every URL has exactly one result, no
+    page event follows the terminal, and the worker's open Chromium pages drop to 0."""
+    port = metrics_port
+    run = await shared_worker_with(CRAWL_METRICS_PORT=str(port))
+    topics, collector = run.topics, run.collector
+    urls = _slow_urls(site, "c30", 30)
+    await produce(topics, [_request("c30", urls)])
+    await collector.wait_until(lambda seen: len(seen.results_of("c30")) >= 3, deadline_s=180)
+    assert await _metric(port, "crawl_browser_pages_open")
+
+    cancelled_at = await _cancel(topics, "c30", "user asked")
+    await _wait_terminal_within(collector, "c30", 3.0)
+    assert asyncio.get_running_loop().time() - cancelled_at <= 3.0
+
+    results = _assert_exact(collector, "c30", urls, EventType.CANCELLED)
+    [terminal] = collector.seen.terminal("c30")
+    assert terminal.detail == "cancelled: user asked"
+    assert terminal.succeeded >= 3
+    assert terminal.cancelled > 0
+    assert all(r.ok or r.error.code == ErrorCode.CANCELLED for r in results)
+    async with asyncio.timeout(10):
+        while await _metric(port, "crawl_browser_pages_open") != 0:
+            await asyncio.sleep(0.2)
+
+
+async def test_a_cancel_produced_before_its_request_renders_nothing(
+    shared_worker_with, metrics_port, site
+):
+    """`crawlstream cancel` before the request is produced: the request ends `cancelled` with
+    an `accepted`, a `cancelled` result per URL, and no page rendered (the site saw no hit)."""
+    run = await shared_worker_with(CRAWL_METRICS_PORT=str(metrics_port))
+    topics, collector = run.topics, run.collector
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "service",
+        "cancel",
+        "early",
+        "--reason",
+        "changed my mind",
+        env=os.environ | topics.env(),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await process.communicate()
+    assert process.returncode == 0
+    assert out.decode().strip() == "early: cancel sent"
+    urls = _slow_urls(site, "early", 5, ms=500)
+    await produce(topics, [_request("early", urls)])
+
+    await _wait_terminal_within(collector, "early", 120)
+    results = _assert_exact(collector, "early", urls, EventType.CANCELLED)
+    assert all(r.error.code == ErrorCode.CANCELLED for r in results)
+    assert collector.seen.events_of("early")[0].type == EventType.ACCEPTED
+    assert _hits(site, urls) == 0
