@@ -2,7 +2,9 @@
 of the reference BFS (`reference_crawl`), budgets are exact, a killed owner loses nothing.
 
 Real broker, real Chromium, the generated site (`graph_site`, or a slow copy of it where a
-test needs pages in flight long enough to kill or cancel a worker).
+test needs pages in flight long enough to kill or cancel a worker). Tests that neither kill
+nor count the workers of their group share one worker (`run`) and tell their jobs apart by
+request id; the others start their own.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import random
 import sys
 from collections import Counter, defaultdict
+from typing import TYPE_CHECKING
 
 import pytest
 from graphsite import serve_graph
@@ -31,6 +34,13 @@ from service.contracts import (
     dump,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from conftest import SharedRun
+    from graphsite import GraphSite
+    from testsite import TestSite
+
 pytestmark = pytest.mark.integration
 
 DEADLINE_S = 420.0
@@ -39,6 +49,35 @@ DEADLINE_S = 420.0
 
 def _allow(*sites) -> dict[str, str]:
     return {"CRAWL_ALLOWED_HOSTS": ",".join(f"127.0.0.1:{site.port}" for site in sites)}
+
+
+@pytest.fixture(scope="module")
+async def slow_site() -> AsyncIterator[GraphSite]:
+    """A slow copy of the graph (300 ms a page), for the cancelled crawl."""
+    async with serve_graph(delay_ms=300) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+async def other_site() -> AsyncIterator[TestSite]:
+    """The test site on another host (127.0.0.2), for the requests beside the paced crawl."""
+    async with serve("127.0.0.2") as running:
+        yield running
+
+
+@pytest.fixture
+async def run(
+    shared_worker_with: Callable[..., Awaitable[SharedRun]],
+    graph_site: GraphSite,
+    site: TestSite,
+    slow_site: GraphSite,
+    other_site: TestSite,
+) -> SharedRun:
+    """The module's shared worker, on topics and a group of its own, with every site of the
+    module allowlisted (no test here needs one of them left out: the graph's off-site links
+    and its redirect target are none of them)."""
+    hosts = _allow(graph_site, site, slow_site)["CRAWL_ALLOWED_HOSTS"]
+    return await shared_worker_with(CRAWL_ALLOWED_HOSTS=f"{hosts},127.0.0.2:{other_site.port}")
 
 
 def _request(
@@ -103,14 +142,14 @@ COMBINATIONS = {
 
 
 @pytest.mark.long_running
-async def test_result_urls_equal_the_reference_bfs(topics, collector, graph_site, start_worker):
+async def test_result_urls_equal_the_reference_bfs(run, graph_site):
     """Several (depth, max_pages, scope, include/exclude, sitemap, query, nofollow) crawls of
     the graph (cycles, fragments, query variants, off-site and private links, a nofollow
     link, a link only a script inserts, a calendar trap, sitemap-only pages): each job's
     result URLs are exactly the reference's, each once, with the reference's depth and
     parent, and exact counts on `completed`; most take the HTTP path,
     the others (`BROWSER_PATH`) the browser's."""
-    await start_worker("deep", **_allow(graph_site))
+    topics, collector = run.topics, run.collector
     expected = {}
     messages = []
     for name, (crawl, seed_path) in COMBINATIONS.items():
@@ -164,13 +203,13 @@ async def test_result_urls_equal_the_reference_bfs(topics, collector, graph_site
 
 
 @pytest.mark.long_running
-async def test_max_pages_is_never_exceeded_on_the_trap(topics, collector, graph_site, start_worker):
+async def test_max_pages_is_never_exceeded_on_the_trap(run, graph_site):
     """50 crawls of the infinite calendar with random budgets: exactly `max_pages` distinct
     result URLs every time (the reachable set is infinite), the reference's set. On the HTTP
     path: the budget is the coordinator's fold, whichever path rendered the pages (the
     browser path's deep crawls are the tests above and below), and 325 browser pages took
     68 s of the suite."""
-    await start_worker("trap", **_allow(graph_site))
+    topics, collector = run.topics, run.collector
     rng = random.Random(11)
     budgets = {f"trap-{i}": rng.randint(1, 12) for i in range(50)}
     seed = [graph_site.url("/calendar?month=0")]
@@ -241,17 +280,16 @@ async def test_three_workers_keep_the_host_limit(topics, collector, start_worker
         assert 1 <= slow.max_in_flight <= 4
 
 
-async def test_a_deep_crawl_can_be_cancelled(topics, collector, start_worker):
+async def test_a_deep_crawl_can_be_cancelled(run, slow_site):
     """A cancel stops a deep crawl: every admitted page has one result, `cancelled` ends it."""
-    async with serve_graph(delay_ms=300) as slow:
-        await start_worker("cancel", **_allow(slow))
-        await produce(topics, [_request("stop-me", [slow.url("/")], max_depth=3, max_pages=200)])
-        await collector.wait_until(
-            lambda seen: len(seen.results_of("stop-me")) >= 5, deadline_s=DEADLINE_S
-        )
-        async with CrawlClient(topics.settings()) as client:
-            await client.cancel("stop-me", "enough")
-        await collector.wait_until(lambda seen: _ended(seen, ["stop-me"]), deadline_s=DEADLINE_S)
+    topics, collector, slow = run.topics, run.collector, slow_site
+    await produce(topics, [_request("stop-me", [slow.url("/")], max_depth=3, max_pages=200)])
+    await collector.wait_until(
+        lambda seen: len(seen.results_of("stop-me")) >= 5, deadline_s=DEADLINE_S
+    )
+    async with CrawlClient(topics.settings()) as client:
+        await client.cancel("stop-me", "enough")
+    await collector.wait_until(lambda seen: _ended(seen, ["stop-me"]), deadline_s=DEADLINE_S)
     terminal, results = _final(collector, "stop-me")
     assert terminal.type == EventType.CANCELLED
     urls = Counter(r.url for r in results)
@@ -263,32 +301,32 @@ async def test_a_deep_crawl_can_be_cancelled(topics, collector, start_worker):
 
 
 @pytest.mark.parametrize(
-    ("crawl", "message"),
+    ("request_id", "crawl", "message"),
     [
-        ({"max_pages": 5, "include": ["(unclosed"]}, "include"),
-        ({"max_pages": 20_000}, "at most 10000 pages"),
+        ("bad-crawl-include", {"max_pages": 5, "include": ["(unclosed"]}, "include"),
+        ("bad-crawl-budget", {"max_pages": 20_000}, "at most 10000 pages"),
     ],
 )
-async def test_a_bad_crawl_is_rejected_with_a_reason(
-    topics, collector, start_worker, crawl, message
-):
-    await start_worker("reject")
-    request = {"request_id": "bad-crawl", "urls": ["http://127.0.0.1/"], "crawl": crawl}
-    await produce(topics, [(b"bad-crawl", json.dumps(request).encode())])
-    await collector.wait_until(lambda seen: seen.terminal("bad-crawl"), deadline_s=120)
-    [terminal] = collector.seen.terminal("bad-crawl")
+async def test_a_bad_crawl_is_rejected_with_a_reason(run, request_id, crawl, message):
+    topics, collector = run.topics, run.collector
+    request = {"request_id": request_id, "urls": ["http://127.0.0.1/"], "crawl": crawl}
+    await produce(topics, [(request_id.encode(), json.dumps(request).encode())])
+    await collector.wait_until(lambda seen: seen.terminal(request_id), deadline_s=120)
+    [terminal] = collector.seen.terminal(request_id)
     assert terminal.type == EventType.REJECTED
     assert terminal.detail is not None
     assert "invalid_request" in terminal.detail
     assert message in terminal.detail
-    [letter] = await read_topic(topics.bootstrap, topics.dead_letter, 1, 60)
-    assert letter.key == b"bad-crawl"
+    # the dead-letter topic is the module's: this request's letter, among the others
+    key = request_id.encode()
+    [letter] = await read_topic(topics.bootstrap, topics.dead_letter, 1, 60, key=key)
+    assert letter.key == key
 
 
-async def test_submit_follow_shows_the_deep_crawl(topics, graph_site, start_worker):
+async def test_submit_follow_shows_the_deep_crawl(run, graph_site):
     """`crawlstream submit URL --depth 1 --max-pages 20 --follow` prints the live counts
     (discovered, ok, failed) and a table with each page's depth."""
-    await start_worker("cli", **_allow(graph_site))
+    topics = run.topics  # the CLI names its request with a fresh uuid
     admitted = _reference(graph_site, [graph_site.url("/")], max_depth=1, max_pages=20)
     ok = sum(graph_site.status_of(page.url) == 200 for page in admitted)
     process = await asyncio.create_subprocess_exec(
@@ -314,14 +352,12 @@ async def test_submit_follow_shows_the_deep_crawl(topics, graph_site, start_work
     assert "depth" in text
 
 
-async def test_a_sitemap_of_50000_urls_completes_within_the_budget(
-    topics, collector, site, start_worker
-):
+async def test_a_sitemap_of_50000_urls_completes_within_the_budget(run, site):
     """`sitemap: true` on a site whose sitemap lists 50,000 pages (the protocol's maximum;
     before, the sitemap went to the log as one 1.6 MB record: `publish_failed`, `failed`):
     the budgeted pages are all ok, the crawl ends `completed` with the budget as the reason
     and every listed page counted as discovered."""
-    await start_worker("sitemap")
+    topics, collector = run.topics, run.collector
     seeds = [site.url("/page/0")]
     crawl = {"max_depth": 0, "max_pages": 12, "sitemap": True}
     await produce(topics, [_request("big-sitemap", seeds, **crawl)])
@@ -379,41 +415,37 @@ PACED_DEADLINE_S = 120.0
 alone; before, none finished while the crawl ran: it would have run for half an hour)."""
 
 
-async def test_a_paced_deep_crawl_does_not_keep_other_requests_waiting(
-    topics, collector, graph_site, start_worker
-):
+async def test_a_paced_deep_crawl_does_not_keep_other_requests_waiting(run, graph_site, other_site):
     """A deep crawl with `delay_ms: 1000` and `max_pages: 2000` runs; 1-URL requests to
     another host (127.0.0.2), produced once the crawl has admitted 60 pages, all complete
     while it is still running (before, its pages waiting for the delay filled the backlog
     and paused intake for every partition until the crawl ended)."""
-    async with serve("127.0.0.2") as other:
-        hosts = f"127.0.0.1:{graph_site.port},127.0.0.2:{other.port}"
-        await start_worker("paced", CRAWL_ALLOWED_HOSTS=hosts)
-        crawl = {"max_depth": 10, "max_pages": 2_000, "delay_ms": 1_000}
-        await produce(topics, [_request("paced", [graph_site.url("/")], **crawl)])
-        await collector.wait_until(
-            lambda seen: any(e.total >= 60 for e in seen.events_of("paced")),
-            deadline_s=DEADLINE_S,
-        )
-        singles = [f"single-{n}" for n in range(8)]  # spread over the 4 partitions
-        await produce(
-            topics,
-            [
-                (rid.encode(), dump(CrawlRequest(request_id=rid, urls=[other.url(f"/page/{n}")])))
-                for n, rid in enumerate(singles)
-            ],
-        )
-        await collector.wait_until(
-            lambda seen: all(seen.terminal(rid) for rid in singles), deadline_s=PACED_DEADLINE_S
-        )
-        assert not collector.seen.terminal("paced")  # still crawling
-        for rid in singles:
-            [terminal] = collector.seen.terminal(rid)
-            assert terminal.type == EventType.COMPLETED
-            assert terminal.succeeded == 1
-        async with CrawlClient(topics.settings()) as client:
-            await client.cancel("paced", "enough")
-        await collector.wait_until(lambda seen: _ended(seen, ["paced"]), deadline_s=DEADLINE_S)
+    topics, collector, other = run.topics, run.collector, other_site
+    crawl = {"max_depth": 10, "max_pages": 2_000, "delay_ms": 1_000}
+    await produce(topics, [_request("paced", [graph_site.url("/")], **crawl)])
+    await collector.wait_until(
+        lambda seen: any(e.total >= 60 for e in seen.events_of("paced")),
+        deadline_s=DEADLINE_S,
+    )
+    singles = [f"single-{n}" for n in range(8)]  # spread over the 4 partitions
+    await produce(
+        topics,
+        [
+            (rid.encode(), dump(CrawlRequest(request_id=rid, urls=[other.url(f"/page/{n}")])))
+            for n, rid in enumerate(singles)
+        ],
+    )
+    await collector.wait_until(
+        lambda seen: all(seen.terminal(rid) for rid in singles), deadline_s=PACED_DEADLINE_S
+    )
+    assert not collector.seen.terminal("paced")  # still crawling
+    for rid in singles:
+        [terminal] = collector.seen.terminal(rid)
+        assert terminal.type == EventType.COMPLETED
+        assert terminal.succeeded == 1
+    async with CrawlClient(topics.settings()) as client:
+        await client.cancel("paced", "enough")
+    await collector.wait_until(lambda seen: _ended(seen, ["paced"]), deadline_s=DEADLINE_S)
     [terminal] = collector.seen.terminal("paced")
     assert terminal.type == EventType.CANCELLED
     assert terminal.total < 2_000

@@ -1,7 +1,8 @@
 """The official `firecrawl-py` SDK against `crawlstream gateway`: real broker, workers,
-Chromium and the local test site; the SDK pointed at the gateway with `api_url`. Tests that
-neither configure, kill nor stop a worker or a gateway share one of each (`shared_gateway`)
-and tell their jobs apart by id."""
+Chromium and the local test site; the SDK pointed at the gateway with `api_url`. Every test
+shares one worker (`run`, the graph site allowlisted beside the test site) and tells its jobs
+apart by id; tests that neither kill nor stop a gateway, nor count every job of one, share
+one replica in front of it (`shared_replica`), the others start their own on its topics."""
 
 from __future__ import annotations
 
@@ -15,9 +16,13 @@ import pytest
 from firecrawl import Firecrawl
 from firecrawl.v2.types import PaginationConfig
 from firecrawl.v2.utils.error_handler import FirecrawlError
+from gateway import GatewayProcess
 
 if TYPE_CHECKING:
-    from gateway import GatewayProcess
+    from collections.abc import AsyncIterator, Awaitable, Callable
+    from pathlib import Path
+
+    from conftest import SharedRun
     from graphsite import GraphSite
     from testsite import TestSite
 
@@ -31,11 +36,64 @@ def sdk(gateway: GatewayProcess) -> Firecrawl:
     return Firecrawl(api_key="fc-test", api_url=gateway.url)
 
 
+def _allowed(site: TestSite, graph_site: GraphSite) -> str:
+    """Both sites of the module (no test here needs either left out)."""
+    return f"127.0.0.1:{site.port},127.0.0.1:{graph_site.port}"
+
+
+@pytest.fixture
+async def run(
+    shared_worker_with: Callable[..., Awaitable[SharedRun]],
+    site: TestSite,
+    graph_site: GraphSite,
+) -> SharedRun:
+    """The module's one worker, on topics and a group of its own, both sites allowlisted."""
+    return await shared_worker_with(CRAWL_ALLOWED_HOSTS=_allowed(site, graph_site))
+
+
+@pytest.fixture(scope="module")
+async def shared_replica(
+    shared_worker_with: Callable[..., Awaitable[SharedRun]],
+    site: TestSite,
+    graph_site: GraphSite,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[GatewayProcess]:
+    """One gateway replica in front of `run`'s worker, with the default settings of a
+    gateway on its topics (the test site allowlisted), for the tests that neither configure,
+    kill nor stop it and tell their jobs apart by id."""
+    shared = await shared_worker_with(CRAWL_ALLOWED_HOSTS=_allowed(site, graph_site))
+    log = tmp_path_factory.mktemp("shared-replica") / "shared-replica.log"
+    gateway = GatewayProcess(shared.topics.env(), log, "shared-replica")
+    try:
+        await gateway.start()
+        yield gateway
+    finally:
+        await gateway.close()
+
+
+@pytest.fixture
+async def start_replica(
+    run: SharedRun, tmp_path: Path
+) -> AsyncIterator[Callable[..., Awaitable[GatewayProcess]]]:
+    """Starts gateway replicas of this test's own on `run`'s topics; all stopped afterwards."""
+    started: list[GatewayProcess] = []
+
+    async def start(name: str = "g1") -> GatewayProcess:
+        gateway = GatewayProcess(run.topics.env(), tmp_path / f"{name}.log", name)
+        started.append(gateway)
+        await gateway.start()
+        return gateway
+
+    yield start
+    for gateway in started:
+        await gateway.close()
+
+
 async def test_scrape_returns_markdown_html_links_and_a_screenshot(
-    shared_gateway: GatewayProcess, site: TestSite
+    shared_replica: GatewayProcess, site: TestSite
 ):
     """`scrape` with markdown, html, links and screenshot gets the page's document."""
-    gateway = shared_gateway
+    gateway = shared_replica
     doc = await asyncio.to_thread(
         sdk(gateway).scrape,
         site.url("/page/3"),
@@ -56,10 +114,10 @@ async def test_scrape_returns_markdown_html_links_and_a_screenshot(
 
 
 async def test_an_option_the_cluster_cannot_honour_is_refused_naming_it(
-    start_gateway, site: TestSite
+    shared_replica: GatewayProcess, site: TestSite
 ):
     """`proxy: stealth` gets Firecrawl's 400 naming the option; nothing is produced."""
-    gateway = await start_gateway()
+    gateway = shared_replica
     with pytest.raises(FirecrawlError) as raised:
         await asyncio.to_thread(sdk(gateway).scrape, site.url("/page/1"), proxy="stealth")
     assert raised.value.status_code == 400
@@ -67,10 +125,10 @@ async def test_an_option_the_cluster_cannot_honour_is_refused_naming_it(
 
 
 async def test_crawl_with_limit_and_include_paths_through_the_waiter(
-    shared_gateway: GatewayProcess, site: TestSite
+    shared_replica: GatewayProcess, site: TestSite
 ):
     """`crawl` (start and wait) keeps to its limit and include paths."""
-    gateway = shared_gateway
+    gateway = shared_replica
     job = await asyncio.to_thread(
         sdk(gateway).crawl,
         site.url("/"),
@@ -89,12 +147,11 @@ async def test_crawl_with_limit_and_include_paths_through_the_waiter(
 
 
 async def test_two_replicas_start_poll_page_through_next_and_cancel(
-    start_worker, start_gateway, site: TestSite
+    shared_replica: GatewayProcess, start_replica, site: TestSite
 ):
     """A crawl of more than 100 documents started through one replica is polled and paged
     (`next`) through the other, right after the start; then a second one is cancelled there."""
-    await start_worker()
-    first, second = await start_gateway("g1"), await start_gateway("g2")
+    first, second = shared_replica, await start_replica("g2")
     started = await asyncio.to_thread(
         sdk(first).start_crawl, site.url("/"), limit=130, include_paths=["^/page/"]
     )
@@ -122,11 +179,11 @@ async def test_two_replicas_start_poll_page_through_next_and_cancel(
 
 
 async def test_batch_scrape_returns_one_document_per_url(
-    shared_gateway: GatewayProcess, site: TestSite
+    shared_replica: GatewayProcess, site: TestSite
 ):
     """`batch_scrape` waits for the batch and returns every URL's document; a URL the egress
     policy refuses is listed by the errors endpoint instead."""
-    gateway = shared_gateway
+    gateway = shared_replica
     urls = [site.url(f"/page/{n}") for n in range(5)]
     refused = "http://127.0.0.1:9/closed"
     job = await asyncio.to_thread(
@@ -150,18 +207,15 @@ async def test_batch_scrape_returns_one_document_per_url(
     assert [(e.url, e.code) for e in errors.errors] == [(refused, "blocked")]
 
 
-async def test_a_replica_started_mid_crawl_answers_for_it_at_once(
-    start_worker, start_gateway, site: TestSite
-):
+async def test_a_replica_started_mid_crawl_answers_for_it_at_once(start_replica, site: TestSite):
     """A crawl started through one replica, which then dies: a replica started afterwards
     rebuilds its view from the topics and answers for the job on its first poll."""
-    await start_worker()
-    first = await start_gateway("g1")
+    first = await start_replica("g1")
     started = await asyncio.to_thread(
         sdk(first).start_crawl, site.url("/"), limit=40, include_paths=["^/page/"]
     )
     await first.kill()
-    restarted = await start_gateway("g2")
+    restarted = await start_replica("g2")
     polled = await asyncio.to_thread(
         sdk(restarted).get_crawl_status, started.id, PaginationConfig(auto_paginate=False)
     )
@@ -173,12 +227,10 @@ async def test_a_replica_started_mid_crawl_answers_for_it_at_once(
 
 
 async def test_map_lists_the_sitemap_and_the_seed_links_rendering_only_the_seed(
-    start_worker, start_gateway, site: TestSite, graph_site: GraphSite
+    shared_replica: GatewayProcess, graph_site: GraphSite
 ):
     """`map` answers the sitemap's URLs and the home page's links; no other page is fetched."""
-    allowed = f"127.0.0.1:{site.port},127.0.0.1:{graph_site.port}"
-    await start_worker(CRAWL_ALLOWED_HOSTS=allowed)
-    gateway = await start_gateway()
+    gateway = shared_replica  # the graph site is crawled by no other test of the module
     graph_site.reset_counters()
     home = graph_site.url("/")
     found = await asyncio.to_thread(sdk(gateway).map, home, ignore_query_parameters=False)
@@ -196,10 +248,10 @@ async def test_map_lists_the_sitemap_and_the_seed_links_rendering_only_the_seed(
 
 
 async def test_the_watcher_streams_every_document_over_the_websocket(
-    shared_gateway: GatewayProcess, site: TestSite
+    shared_replica: GatewayProcess, site: TestSite
 ):
     """The SDK's watcher gets a `document` event per page over the WebSocket, then `done`."""
-    gateway = shared_gateway
+    gateway = shared_replica
     client = sdk(gateway)
     started = await asyncio.to_thread(
         client.start_crawl, site.url("/"), limit=15, include_paths=["^/page/"]
@@ -239,9 +291,9 @@ async def test_bad_input_gets_firecrawls_400_and_starts_nothing(start_gateway):
     assert active.json() == {"success": True, "crawls": []}
 
 
-async def test_an_unknown_job_is_404(start_gateway):
+async def test_an_unknown_job_is_404(shared_replica: GatewayProcess):
     """A poll of a job id nobody started is Firecrawl's 404."""
-    gateway = await start_gateway()
+    gateway = shared_replica
     with pytest.raises(FirecrawlError) as raised:
         await asyncio.to_thread(
             sdk(gateway).get_crawl_status, "9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d"
@@ -278,13 +330,13 @@ async def _pages(client: Firecrawl, job_id: str):
 
 
 async def test_a_second_scrape_is_a_cache_hit_and_max_age_zero_fetches(
-    shared_gateway: GatewayProcess, site: TestSite
+    shared_replica: GatewayProcess, site: TestSite
 ):
     """Firecrawl's page cache through `firecrawl-py` as written: a second `scrape` of a URL is
     `cacheState: hit` with the first fetch's `cachedAt` (the site answers once); `maxAge=0`
     fetches again; `lockdown` and `minAge` on a URL never fetched are Firecrawl's 404s and
     never reach the site, while `minAge` on a cached one answers from the cache."""
-    gateway = shared_gateway
+    gateway = shared_replica
     client = sdk(gateway)
     tag = uuid.uuid4().hex[:8]
     url, never = site.url(f"/cache/plain/{tag}"), site.url(f"/cache/plain/{tag}-never")

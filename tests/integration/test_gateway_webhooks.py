@@ -139,19 +139,31 @@ async def test_every_event_arrives_signed_and_in_order_after_a_gateway_and_a_wor
     assert any(e.get("event") == "crawl.resumed" for e in again.events())  # it went on there
 
 
-@pytest.mark.parametrize("target", ["http://10.1.2.3/hook", "http://127.0.0.1:9/hook"])
-async def test_a_webhook_to_a_private_address_is_refused(topics: Topics, tmp_path, target):
-    """A webhook URL the egress policy forbids gets Firecrawl's 400 naming `webhook.url`."""
-    gateway = GatewayProcess(topics.env(), tmp_path / "g.log", "g")
+@pytest.fixture(scope="module")
+async def refusing_gateway(
+    shared_topics: Topics, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[GatewayProcess]:
+    """One gateway replica with default settings on topics of the module (no worker: what it
+    refuses is never produced), shared by the refusal tests, which neither configure nor stop
+    it."""
+    log = tmp_path_factory.mktemp("refusing-gateway") / "g.log"
+    gateway = GatewayProcess(shared_topics.env(), log, "g")
     try:
         await gateway.start()
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as client:
-            answer = await client.post(
-                "/v2/crawl",
-                json={"url": "https://example.com/", "webhook": {"url": target}},
-            )
+        yield gateway
     finally:
         await gateway.close()
+
+
+@pytest.mark.parametrize("target", ["http://10.1.2.3/hook", "http://127.0.0.1:9/hook"])
+async def test_a_webhook_to_a_private_address_is_refused(refusing_gateway: GatewayProcess, target):
+    """A webhook URL the egress policy forbids gets Firecrawl's 400 naming `webhook.url`."""
+    gateway = refusing_gateway
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as client:
+        answer = await client.post(
+            "/v2/crawl",
+            json={"url": "https://example.com/", "webhook": {"url": target}},
+        )
     assert answer.status_code == 400
     assert "webhook.url" in answer.json()["error"]
 

@@ -1,12 +1,22 @@
-"""Script-rendered content that arrives after `load`, with default options (issue 18)."""
+"""Script-rendered content that arrives after `load`, with default options (issue 18).
+
+Both tests share one worker (`run`) and tell their work apart by request id."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 from harness import produce
-from testsite import LATE_KINDS, late_marker
+from testsite import LATE_KINDS, late_marker, serve
 
 from service.contracts import CrawlOptions, CrawlRequest, ErrorCode, EventType, dump
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from conftest import SharedRun
+    from testsite import TestSite
 
 pytestmark = pytest.mark.integration
 
@@ -30,15 +40,35 @@ async def _crawl(topics, collector, messages: list[tuple[bytes, bytes]]) -> None
     )
 
 
-async def test_late_content_comes_back_on_the_browser_path_and_auto(
-    topics, collector, site, start_worker
-):
+@pytest.fixture(scope="module")
+async def other_site() -> AsyncIterator[TestSite]:
+    """The test site on another host (127.0.0.2): `auto` learns per host name, and the first
+    test teaches 127.0.0.1 to go straight to the browser, so the second test's `auto` page
+    is on a host the worker has not learned (its HTTP answer is judged first, as on a fresh
+    worker)."""
+    async with serve("127.0.0.2") as running:
+        yield running
+
+
+@pytest.fixture
+async def run(
+    shared_worker_with: Callable[..., Awaitable[SharedRun]],
+    site: TestSite,
+    other_site: TestSite,
+) -> SharedRun:
+    """The module's one default worker, on topics and a group of its own, with both sites
+    of the module allowlisted (no test here needs either left out)."""
+    hosts = f"127.0.0.1:{site.port},127.0.0.2:{other_site.port}"
+    return await shared_worker_with(CRAWL_ALLOWED_HOSTS=hosts)
+
+
+async def test_late_content_comes_back_on_the_browser_path_and_auto(run, site):
     """Content inserted by timers 100 ms to 2 s after DOMContentLoaded or `load`, by what a
     `fetch()` returns, and by a framework mounting into `#app` is in every result's markdown
     and text, with default options, on `render: browser` (the default) and `auto` (which
     sends these pages to the browser). Reading at `load` returned most of them as `ok`
     without their article."""
-    await start_worker()
+    topics, collector = run.topics, run.collector
     urls = [site.url(f"/late/{kind}/{n}") for kind in LATE_KINDS for n in PAGES]
     await _crawl(
         topics,
@@ -65,13 +95,11 @@ async def test_late_content_comes_back_on_the_browser_path_and_auto(
         assert {result.rendered_by for result in results.values()} == {"browser"}
 
 
-async def test_a_page_that_never_fills_is_not_rendered_and_a_ticking_page_is_ok(
-    topics, collector, site, start_worker
-):
+async def test_a_page_that_never_fills_is_not_rendered_and_a_ticking_page_is_ok(run, other_site):
     """An app shell whose script fails is reported as `not_rendered`, never an empty `ok`; a
     page whose DOM never stops changing (a clock ticking every 50 ms) beside content present
     at load comes back `ok` with that content."""
-    await start_worker()
+    topics, collector, site = run.topics, run.collector, other_site
     never, clock = site.url("/late/never/1"), site.url("/late/clock/1")
     await _crawl(
         topics,

@@ -1,15 +1,25 @@
-"""`render: http` and `auto` against the real broker, worker, egress proxy and Chromium."""
+"""`render: http` and `auto` against the real broker, worker, egress proxy and Chromium.
+
+Tests with default settings share one worker (`run`) and tell their work apart by request
+id; a test that configures its worker starts its own."""
 
 from __future__ import annotations
 
 import difflib
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import pytest
 from harness import produce
-from testsite import JS_KINDS, hit_counter, marker
+from testsite import JS_KINDS, hit_counter, marker, serve
 
 from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, EventType, dump
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from conftest import SharedRun
+    from testsite import TestSite
 
 pytestmark = pytest.mark.integration
 
@@ -54,6 +64,27 @@ def _by_url(collector, request_id: str) -> dict[str, object]:
     return {result.url: result for result in collector.seen.results_of(request_id)}
 
 
+@pytest.fixture(scope="module")
+async def learning_site() -> AsyncIterator[TestSite]:
+    """The test site on a host of its own (127.0.0.2): what `auto` learns is kept per host
+    name, so the host the learning test teaches is one no other test of the shared worker
+    crawls (its `auto` pages on 127.0.0.1 keep probing HTTP first)."""
+    async with serve("127.0.0.2") as running:
+        yield running
+
+
+@pytest.fixture
+async def run(
+    shared_worker_with: Callable[..., Awaitable[SharedRun]],
+    site: TestSite,
+    learning_site: TestSite,
+) -> SharedRun:
+    """The module's default worker, on topics and a group of its own, with both sites of the
+    module allowlisted (no test here needs either left out)."""
+    hosts = f"127.0.0.1:{site.port},127.0.0.2:{learning_site.port}"
+    return await shared_worker_with(CRAWL_ALLOWED_HOSTS=hosts)
+
+
 async def test_auto_gets_every_page_of_a_mixed_host_right(topics, collector, site, start_worker):
     """On one host, script-rendered pages (an app shell, a `<noscript>` page, boilerplate
     around an empty `<main>`, a script-filled widget) come from the browser with their
@@ -91,12 +122,10 @@ async def test_auto_gets_every_page_of_a_mixed_host_right(topics, collector, sit
     assert (shot.ok, shot.rendered_by, bool(shot.screenshot)) == (True, "browser", True)
 
 
-async def test_auto_sends_a_host_straight_to_the_browser_once_it_learned(
-    topics, collector, site, start_worker
-):
+async def test_auto_sends_a_host_straight_to_the_browser_once_it_learned(run, learning_site):
     """After the host's pages needed the browser 3 times in a row, its next pages (static
     ones too) skip HTTP: they come from the browser, still right."""
-    await start_worker()
+    topics, collector, site = run.topics, run.collector, learning_site
     shells = [site.url(f"/app/shell/{n}") for n in range(40, 46)]
     await _crawl(topics, collector, [_request("learn-1", shells, render="auto")])
     assert {r.rendered_by for r in collector.seen.results_of("learn-1")} == {"browser"}
@@ -107,11 +136,10 @@ async def test_auto_sends_a_host_straight_to_the_browser_once_it_learned(
         assert result.title == f"Page {result.url.rsplit('/', 1)[1]}"
 
 
-async def test_http_gives_the_browsers_extraction_on_static_pages(
-    shared_topics, shared_collector, site, shared_worker
-):
+async def test_http_gives_the_browsers_extraction_on_static_pages(run, site):
     """The same static pages through both paths: equal title, links and metadata, and
     Markdown and text at least 98% alike; `rendered_by` names the path."""
+    shared_topics, shared_collector = run.topics, run.collector
     urls = [site.url(path) for path in ("/page/5", "/page/77", "/app/static/3", "/")]
     await _crawl(
         shared_topics,
@@ -137,13 +165,12 @@ async def test_http_gives_the_browsers_extraction_on_static_pages(
             assert ratio >= MARKDOWN_SIMILARITY, (url, field, ratio)
 
 
-async def test_the_url_policy_holds_on_the_http_path(
-    shared_topics, shared_collector, site, shared_worker
-):
+async def test_the_url_policy_holds_on_the_http_path(run, site):
     """Private and numeric loopback spellings, metadata and private addresses, a port that is
     not an egress port, other schemes, and redirects to a private http or https target or to
     `file:` are `blocked` with `render: http` and `auto`, as with the browser; the private
     server counts 0 hits."""
+    shared_topics, shared_collector = run.topics, run.collector
     async with hit_counter() as private:
         port = private.port
         targets = {
@@ -215,11 +242,10 @@ async def test_http_says_what_it_cannot_do(topics, collector, site, start_worker
     assert len((large.html or "").encode()) <= 200_000
 
 
-async def test_a_deep_crawl_with_http_follows_links(
-    shared_topics, shared_collector, site, shared_worker
-):
+async def test_a_deep_crawl_with_http_follows_links(run, site):
     """A deep crawl of the test site with `render: http` admits the seed's links and renders
     every page over HTTP."""
+    shared_topics, shared_collector = run.topics, run.collector
     request = CrawlRequest(
         request_id="deep-http",
         urls=[site.url("/page/900")],
