@@ -66,6 +66,14 @@ async def site() -> AsyncIterator[TestSite]:
 
 
 @pytest.fixture(scope="session")
+async def other_site() -> AsyncIterator[TestSite]:
+    """The test site again on another host, 127.0.0.2: a second host for politeness,
+    isolation and what `auto` learns per host name (a module's worker learns on its own)."""
+    async with serve("127.0.0.2") as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
 async def graph_site() -> AsyncIterator[GraphSite]:
     """The generated site with a known link graph, for deep crawls (see `reference_crawl`)."""
     async with serve_graph() as running:
@@ -117,12 +125,6 @@ async def shared_topics(kafka: str, site: TestSite) -> Topics:
     return await _new_topics(kafka, site)
 
 
-@pytest.fixture(scope="module")
-async def shared_collector(shared_topics: Topics) -> AsyncIterator[object]:
-    async with collecting(shared_topics) as running:
-        yield running
-
-
 @dataclass(frozen=True)
 class SharedRun:
     """A running worker with its own topics, group and collector, shared by a module's tests."""
@@ -134,12 +136,13 @@ class SharedRun:
 
 @pytest.fixture(scope="module")
 async def shared_worker_with(
-    kafka: str, site: TestSite, tmp_path_factory: pytest.TempPathFactory
+    kafka: str, site: TestSite, shared_topics: Topics, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Callable[..., Awaitable[SharedRun]]]:
     """A worker for each set of settings the tests of a module ask for, on topics and a group
-    of its own: the first test that asks for a set starts it, the others get the same one
-    (one start per set instead of one per test). For tests that neither restart nor kill it
-    and tell their work apart by request id; all are stopped after the module."""
+    of its own (the default settings on `shared_topics`): the first test that asks for a set
+    starts it, the others get the same one (one start per set instead of one per test). For
+    tests that neither restart nor kill it and tell their work apart by request id; all are
+    stopped after the module."""
     running: dict[tuple[tuple[str, str], ...], SharedRun] = {}
     logs = tmp_path_factory.mktemp("shared-with")
     async with contextlib.AsyncExitStack() as stack:
@@ -148,7 +151,7 @@ async def shared_worker_with(
             key = tuple(sorted(env.items()))
             if key not in running:
                 name = f"shared-{len(running) + 1}"
-                topics = await _new_topics(kafka, site)
+                topics = await _new_topics(kafka, site) if env else shared_topics
                 collector = await stack.enter_async_context(collecting(topics))
                 worker = WorkerProcess(topics.env(**env), logs / f"{name}.log", name)
                 stack.push_async_callback(worker.close)
@@ -160,16 +163,19 @@ async def shared_worker_with(
 
 
 @pytest.fixture(scope="module")
-async def shared_worker(
-    shared_topics: Topics, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[WorkerProcess]:
-    """One default worker for the tests of a module that neither configure, restart nor kill
-    their worker (each tells its own work apart by request id): one start instead of one
-    per test."""
-    log = tmp_path_factory.mktemp("shared") / "shared.log"
-    worker = WorkerProcess(shared_topics.env(), log, "shared")
-    try:
-        await worker.start()
-        yield worker
-    finally:
-        await worker.close()
+async def shared_run(shared_worker_with: Callable[..., Awaitable[SharedRun]]) -> SharedRun:
+    """The module's default worker on `shared_topics` (`shared_worker_with()`), for the tests
+    that neither configure, restart nor kill their worker (each tells its own work apart by
+    request id): one start instead of one per test."""
+    return await shared_worker_with()
+
+
+@pytest.fixture(scope="module")
+def shared_worker(shared_run: SharedRun) -> WorkerProcess:
+    return shared_run.worker
+
+
+@pytest.fixture(scope="module")
+def shared_collector(shared_run: SharedRun) -> Collector:
+    """What `shared_worker` published on `shared_topics`."""
+    return shared_run.collector

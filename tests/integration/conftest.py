@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
-from gateway import GatewayProcess
+from gateway import GatewayProcess, gateway_starter, running_gateway
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,17 +19,8 @@ async def start_gateway(
     topics: Topics, tmp_path: Path
 ) -> AsyncIterator[Callable[..., Awaitable[GatewayProcess]]]:
     """Starts `crawlstream gateway` replicas on this test's topics; all stopped afterwards."""
-    started: list[GatewayProcess] = []
-
-    async def start(name: str = "g1", **env: str) -> GatewayProcess:
-        gateway = GatewayProcess(topics.env(**env), tmp_path / f"{name}.log", name)
-        started.append(gateway)
-        await gateway.start()
-        return gateway
-
-    yield start
-    for gateway in started:
-        await gateway.close()
+    async with gateway_starter(topics.env, tmp_path) as start:
+        yield start
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +30,5 @@ async def shared_gateway(
     """One default gateway replica in front of `shared_worker`, for the tests of a module that
     neither configure, restart nor stop their gateway (each tells its jobs apart by id)."""
     log = tmp_path_factory.mktemp("shared-gateway") / "shared-gateway.log"
-    gateway = GatewayProcess(shared_topics.env(), log, "shared-gateway")
-    try:
-        await gateway.start()
+    async with running_gateway(shared_topics.env(), log, "shared-gateway") as gateway:
         yield gateway
-    finally:
-        await gateway.close()

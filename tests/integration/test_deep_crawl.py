@@ -22,7 +22,6 @@ import pytest
 from graphsite import serve_graph
 from harness import produce, read_topic
 from reference_crawl import reference_crawl
-from testsite import serve
 
 from service.client import CrawlClient
 from service.contracts import (
@@ -55,13 +54,6 @@ def _allow(*sites) -> dict[str, str]:
 async def slow_site() -> AsyncIterator[GraphSite]:
     """A slow copy of the graph (300 ms a page), for the cancelled crawl."""
     async with serve_graph(delay_ms=300) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-async def other_site() -> AsyncIterator[TestSite]:
-    """The test site on another host (127.0.0.2), for the requests beside the paced crawl."""
-    async with serve("127.0.0.2") as running:
         yield running
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import TYPE_CHECKING
 
@@ -10,7 +11,7 @@ import httpx
 import pytest
 from firecrawl import Firecrawl
 from firecrawl.v2.utils.error_handler import FirecrawlError
-from gateway import GatewayProcess
+from gateway import GatewayProcess, gateway_starter
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -33,18 +34,11 @@ async def keyed_gateways(
     keys = tmp_path / "keys.json"
     entry = {"key": KEY, "tenant": "acme", "max_concurrent_jobs": 1, "pages_per_minute": 10_000}
     keys.write_text(json.dumps({"keys": [entry]}))
-    started: list[GatewayProcess] = []
-
-    async def start(name: str) -> GatewayProcess:
-        env = topics.env(CRAWL_GATEWAY_KEYS_FILE=str(keys), CRAWL_GATEWAY_METRICS_KEY=OPERATOR)
-        gateway = GatewayProcess(env, tmp_path / f"{name}.log", name)
-        started.append(gateway)
-        await gateway.start()
-        return gateway
-
-    yield start
-    for gateway in started:
-        await gateway.close()
+    env = functools.partial(
+        topics.env, CRAWL_GATEWAY_KEYS_FILE=str(keys), CRAWL_GATEWAY_METRICS_KEY=OPERATOR
+    )
+    async with gateway_starter(env, tmp_path) as start:
+        yield start
 
 
 async def test_without_a_valid_key_every_v2_endpoint_is_401(keyed_gateways, site: TestSite):

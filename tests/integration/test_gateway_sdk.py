@@ -16,7 +16,7 @@ import pytest
 from firecrawl import Firecrawl
 from firecrawl.v2.types import PaginationConfig
 from firecrawl.v2.utils.error_handler import FirecrawlError
-from gateway import GatewayProcess
+from gateway import GatewayProcess, gateway_starter, running_gateway
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -63,12 +63,8 @@ async def shared_replica(
     kill nor stop it and tell their jobs apart by id."""
     shared = await shared_worker_with(CRAWL_ALLOWED_HOSTS=_allowed(site, graph_site))
     log = tmp_path_factory.mktemp("shared-replica") / "shared-replica.log"
-    gateway = GatewayProcess(shared.topics.env(), log, "shared-replica")
-    try:
-        await gateway.start()
+    async with running_gateway(shared.topics.env(), log, "shared-replica") as gateway:
         yield gateway
-    finally:
-        await gateway.close()
 
 
 @pytest.fixture
@@ -76,17 +72,8 @@ async def start_replica(
     run: SharedRun, tmp_path: Path
 ) -> AsyncIterator[Callable[..., Awaitable[GatewayProcess]]]:
     """Starts gateway replicas of this test's own on `run`'s topics; all stopped afterwards."""
-    started: list[GatewayProcess] = []
-
-    async def start(name: str = "g1") -> GatewayProcess:
-        gateway = GatewayProcess(run.topics.env(), tmp_path / f"{name}.log", name)
-        started.append(gateway)
-        await gateway.start()
-        return gateway
-
-    yield start
-    for gateway in started:
-        await gateway.close()
+    async with gateway_starter(run.topics.env, tmp_path) as start:
+        yield start
 
 
 async def test_scrape_returns_markdown_html_links_and_a_screenshot(

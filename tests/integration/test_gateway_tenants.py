@@ -11,6 +11,7 @@ worker reads."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import uuid
@@ -22,7 +23,7 @@ import pytest
 import websockets
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from firecrawl import Firecrawl
-from gateway import GatewayProcess, free_port
+from gateway import GatewayProcess, free_port, gateway_starter, running_gateway
 from harness import Topics, read_topic, wait_for_leaders
 from waiting import until
 
@@ -84,19 +85,9 @@ async def tenants(
 ) -> AsyncIterator[Callable[..., Awaitable[GatewayProcess]]]:
     """Gateways reading one keys file: tenants A and B, one job at a time each."""
     keys = _keys_file(tmp_path / "keys.json", {KEY_A: "tenant-a", KEY_B: "tenant-b"})
-    started: list[GatewayProcess] = []
-
-    async def start(name: str = "g1", **env: str) -> GatewayProcess:
-        gateway = GatewayProcess(
-            topics.env(CRAWL_GATEWAY_KEYS_FILE=str(keys), **env), tmp_path / f"{name}.log", name
-        )
-        started.append(gateway)
-        await gateway.start()
-        return gateway
-
-    yield start
-    for gateway in started:
-        await gateway.close()
+    env = functools.partial(topics.env, CRAWL_GATEWAY_KEYS_FILE=str(keys))
+    async with gateway_starter(env, tmp_path) as start:
+        yield start
 
 
 @pytest.fixture(scope="module")
@@ -118,12 +109,8 @@ async def keyed_gateway(
     for the tests that neither configure nor stop theirs."""
     log = tmp_path_factory.mktemp("keyed-gateway") / "keyed.log"
     env = shared_topics.env(CRAWL_GATEWAY_KEYS_FILE=str(shared_keys))
-    gateway = GatewayProcess(env, log, "keyed")
-    try:
-        await gateway.start()
+    async with running_gateway(env, log, "keyed") as gateway:
         yield gateway
-    finally:
-        await gateway.close()
 
 
 @pytest.fixture
@@ -132,12 +119,8 @@ async def second_replica(
 ) -> AsyncIterator[GatewayProcess]:
     """Another replica like `keyed_gateway`, of this test only."""
     env = shared_topics.env(CRAWL_GATEWAY_KEYS_FILE=str(shared_keys))
-    gateway = GatewayProcess(env, tmp_path / "g2.log", "g2")
-    try:
-        await gateway.start()
+    async with running_gateway(env, tmp_path / "g2.log", "g2") as gateway:
         yield gateway
-    finally:
-        await gateway.close()
 
 
 @pytest.fixture
@@ -195,12 +178,8 @@ async def written_gateway(
     path = tmp_path_factory.mktemp("written-gateway")
     keys = _keys_file(path / "keys.json", {KEY_A: "tenant-a", KEY_B: "tenant-b"})
     env = written_topics.env(CRAWL_GATEWAY_KEYS_FILE=str(keys), CRAWL_GATEWAY_SECRET=SECRET)
-    gateway = GatewayProcess(env, path / "written.log", "written")
-    try:
-        await gateway.start()
+    async with running_gateway(env, path / "written.log", "written") as gateway:
         yield gateway
-    finally:
-        await gateway.close()
 
 
 async def _done(client: httpx.AsyncClient, path: str, key: str) -> dict[str, Any]:
@@ -274,15 +253,13 @@ async def test_a_crawl_is_paced_to_its_tenants_pages_per_minute(
     entry = {"key": KEY_A, "tenant": "tenant-a", "max_concurrent_jobs": 1, "pages_per_minute": 12}
     keys.write_text(json.dumps({"keys": [entry]}))
     env = topics.env(CRAWL_GATEWAY_KEYS_FILE=str(keys))
-    gateway = GatewayProcess(env, tmp_path / "paced.log", "paced")
-    await gateway.start()
-    try:
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=POLL_TIMEOUT_S) as client:
-            body = {"url": site.url("/"), "limit": 4, "includePaths": ["^/page/"]}
-            started = (await client.post("/v2/crawl", json=body, headers=auth(KEY_A))).json()
-            ended = await _done(client, f"/v2/crawl/{started['id']}", KEY_A)
-    finally:
-        await gateway.close()
+    async with (
+        running_gateway(env, tmp_path / "paced.log", "paced") as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=POLL_TIMEOUT_S) as client,
+    ):
+        body = {"url": site.url("/"), "limit": 4, "includePaths": ["^/page/"]}
+        started = (await client.post("/v2/crawl", json=body, headers=auth(KEY_A))).json()
+        ended = await _done(client, f"/v2/crawl/{started['id']}", KEY_A)
     assert ended["completed"] == 4
     records = await read_topic(
         topics.bootstrap, topics.results, count=4, deadline_s=30, key=started["id"].encode()

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from aiohttp import web
 from firecrawl import Firecrawl
-from gateway import DispatcherProcess, GatewayProcess, free_port
+from gateway import DispatcherProcess, GatewayProcess, free_port, running_gateway
 from harness import wait_for_group
 from waiting import until
 
@@ -147,12 +147,8 @@ async def refusing_gateway(
     refuses is never produced), shared by the refusal tests, which neither configure nor stop
     it."""
     log = tmp_path_factory.mktemp("refusing-gateway") / "g.log"
-    gateway = GatewayProcess(shared_topics.env(), log, "g")
-    try:
-        await gateway.start()
+    async with running_gateway(shared_topics.env(), log, "g") as gateway:
         yield gateway
-    finally:
-        await gateway.close()
 
 
 @pytest.mark.parametrize("target", ["http://10.1.2.3/hook", "http://127.0.0.1:9/hook"])

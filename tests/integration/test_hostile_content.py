@@ -41,13 +41,6 @@ async def same_site() -> AsyncIterator[TestSite]:
         yield running
 
 
-@pytest.fixture(scope="module")
-async def other_site() -> AsyncIterator[TestSite]:
-    """Another host (another site)."""
-    async with serve("127.0.0.2") as running:
-        yield running
-
-
 def _fresh(site: TestSite) -> TestSite:
     """`site` with what it counted for earlier tests of the module forgotten."""
     for counted in (site.hits, site.authorized, site.held):

@@ -31,12 +31,11 @@ import pytest
 from _isolation import CLEAN_TITLE, bounce_path, written_title
 from _isolation_net import secret_title
 from harness import produce
-from testsite import serve
 
 from service.contracts import CrawlOptions, CrawlRequest, EventType, Format, dump
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import Awaitable, Callable
 
     from conftest import SharedRun
     from harness import Collector, Topics, WorkerProcess
@@ -79,13 +78,6 @@ REUSE_MODES = [
     pytest.param({"CRAWL_CONTEXT_REUSE": "0"}, id="reuse-off"),
 ]
 """The isolation modes every network-state case runs under."""
-
-
-@pytest.fixture(scope="module")
-async def other_site() -> AsyncIterator[TestSite]:
-    """The test site again on 127.0.0.2: another host, for a login planted there."""
-    async with serve(host="127.0.0.2") as running:
-        yield running
 
 
 def _hosts(site: TestSite, other: TestSite | None = None) -> str:

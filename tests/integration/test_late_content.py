@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 from harness import produce
-from testsite import LATE_KINDS, late_marker, serve
+from testsite import LATE_KINDS, late_marker
 
 from service.contracts import CrawlOptions, CrawlRequest, ErrorCode, EventType, dump
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import Awaitable, Callable
 
     from conftest import SharedRun
     from testsite import TestSite
@@ -40,16 +40,6 @@ async def _crawl(topics, collector, messages: list[tuple[bytes, bytes]]) -> None
     )
 
 
-@pytest.fixture(scope="module")
-async def other_site() -> AsyncIterator[TestSite]:
-    """The test site on another host (127.0.0.2): `auto` learns per host name, and the first
-    test teaches 127.0.0.1 to go straight to the browser, so the second test's `auto` page
-    is on a host the worker has not learned (its HTTP answer is judged first, as on a fresh
-    worker)."""
-    async with serve("127.0.0.2") as running:
-        yield running
-
-
 @pytest.fixture
 async def run(
     shared_worker_with: Callable[..., Awaitable[SharedRun]],
@@ -57,7 +47,10 @@ async def run(
     other_site: TestSite,
 ) -> SharedRun:
     """The module's one default worker, on topics and a group of its own, with both sites
-    of the module allowlisted (no test here needs either left out)."""
+    of the module allowlisted (no test here needs either left out). `auto` learns per host
+    name, and the first test teaches 127.0.0.1 to go straight to the browser, so the second
+    test's `auto` page is on 127.0.0.2, a host the worker has not learned (its HTTP answer is
+    judged first, as on a fresh worker)."""
     hosts = f"127.0.0.1:{site.port},127.0.0.2:{other_site.port}"
     return await shared_worker_with(CRAWL_ALLOWED_HOSTS=hosts)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 import pytest
-from gateway import GatewayProcess
+from gateway import GatewayProcess, running_gateway
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -53,12 +53,8 @@ async def keyed_gateway(
     keys = folder / "keys.json"
     keys.write_text(json.dumps({"keys": [{"key": KEY, "tenant": "agents"}]}))
     env = shared_topics.env(CRAWL_GATEWAY_KEYS_FILE=str(keys))
-    gateway = GatewayProcess(env, folder / "gateway.log", "mcp-gateway")
-    try:
-        await gateway.start()
+    async with running_gateway(env, folder / "gateway.log", "mcp-gateway") as gateway:
         yield gateway
-    finally:
-        await gateway.close()
 
 
 @asynccontextmanager

@@ -11,12 +11,12 @@ from urllib.parse import quote
 
 import pytest
 from harness import produce
-from testsite import JS_KINDS, hit_counter, marker, serve
+from testsite import JS_KINDS, hit_counter, marker
 
 from service.contracts import CrawlOptions, CrawlRequest, CrawlSpec, EventType, dump
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import Awaitable, Callable
 
     from conftest import SharedRun
     from testsite import TestSite
@@ -64,24 +64,17 @@ def _by_url(collector, request_id: str) -> dict[str, object]:
     return {result.url: result for result in collector.seen.results_of(request_id)}
 
 
-@pytest.fixture(scope="module")
-async def learning_site() -> AsyncIterator[TestSite]:
-    """The test site on a host of its own (127.0.0.2): what `auto` learns is kept per host
-    name, so the host the learning test teaches is one no other test of the shared worker
-    crawls (its `auto` pages on 127.0.0.1 keep probing HTTP first)."""
-    async with serve("127.0.0.2") as running:
-        yield running
-
-
 @pytest.fixture
 async def run(
     shared_worker_with: Callable[..., Awaitable[SharedRun]],
     site: TestSite,
-    learning_site: TestSite,
+    other_site: TestSite,
 ) -> SharedRun:
     """The module's default worker, on topics and a group of its own, with both sites of the
-    module allowlisted (no test here needs either left out)."""
-    hosts = f"127.0.0.1:{site.port},127.0.0.2:{learning_site.port}"
+    module allowlisted (no test here needs either left out). What `auto` learns is kept per
+    host name, so the host the learning test teaches (127.0.0.2) is one no other test of the
+    worker crawls (their `auto` pages on 127.0.0.1 keep probing HTTP first)."""
+    hosts = f"127.0.0.1:{site.port},127.0.0.2:{other_site.port}"
     return await shared_worker_with(CRAWL_ALLOWED_HOSTS=hosts)
 
 
@@ -122,10 +115,10 @@ async def test_auto_gets_every_page_of_a_mixed_host_right(topics, collector, sit
     assert (shot.ok, shot.rendered_by, bool(shot.screenshot)) == (True, "browser", True)
 
 
-async def test_auto_sends_a_host_straight_to_the_browser_once_it_learned(run, learning_site):
+async def test_auto_sends_a_host_straight_to_the_browser_once_it_learned(run, other_site):
     """After the host's pages needed the browser 3 times in a row, its next pages (static
     ones too) skip HTTP: they come from the browser, still right."""
-    topics, collector, site = run.topics, run.collector, learning_site
+    topics, collector, site = run.topics, run.collector, other_site
     shells = [site.url(f"/app/shell/{n}") for n in range(40, 46)]
     await _crawl(topics, collector, [_request("learn-1", shells, render="auto")])
     assert {r.rendered_by for r in collector.seen.results_of("learn-1")} == {"browser"}

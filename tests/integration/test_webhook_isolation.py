@@ -23,7 +23,7 @@ from aiohttp import web
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.partitioner import DefaultPartitioner
-from gateway import DispatcherProcess, GatewayProcess, free_port
+from gateway import DispatcherProcess, GatewayProcess, free_port, running_gateway
 from harness import read_topic
 from listeners import listening
 from upstream_proxy import upstream_proxy
@@ -342,18 +342,18 @@ async def test_each_tenants_webhooks_are_signed_with_its_own_secret(
             CRAWL_WEBHOOK_SEAL_KEY="seal-key-of-this-test-0003",
         )
         dispatcher = await start_dispatcher(env, tmp_path, group=await own_group(run))
-        gateway = GatewayProcess(env, tmp_path / "g1.log", "g1")
         try:
-            await gateway.start()
-            hook = {"url": receiver_b.url()}
-            job_a = await start_batch(gateway, "tenant-a", site.url("/page/5"), hook)
-            job_b = await start_batch(gateway, "tenant-b", site.url("/page/6"), hook)
-            for job in (job_a, job_b):
-                await until(
-                    lambda j=job: "batch_scrape.completed" in receiver_b.types(j), 120, every_s=0.2
-                )
+            async with running_gateway(env, tmp_path / "g1.log", "g1") as gateway:
+                hook = {"url": receiver_b.url()}
+                job_a = await start_batch(gateway, "tenant-a", site.url("/page/5"), hook)
+                job_b = await start_batch(gateway, "tenant-b", site.url("/page/6"), hook)
+                for job in (job_a, job_b):
+                    await until(
+                        lambda j=job: "batch_scrape.completed" in receiver_b.types(j),
+                        120,
+                        every_s=0.2,
+                    )
         finally:
-            await gateway.close()
             await dispatcher.close()
 
     def signed_by(job: str, secret: str) -> list[bool]:
@@ -428,14 +428,15 @@ async def test_no_credential_of_a_request_or_a_webhook_reaches_a_topic_or_a_log(
             CRAWL_ALLOWED_HOSTS=hosts, CRAWL_WEBHOOK_SECRET=SHARED_SECRET
         )
         dispatcher = await start_dispatcher(env, tmp_path)
-        gateway = GatewayProcess(env, tmp_path / "g1.log", "g1")
         producer_hook = {
             "url": receiver.url(f"/producer?token={producer_token}"),
             "headers": {"X-Hook-Key": producer_header},
         }
         try:
-            await gateway.start()
-            async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as client:
+            async with (
+                running_gateway(env, tmp_path / "g1.log", "g1") as gateway,
+                httpx.AsyncClient(base_url=gateway.url, timeout=30) as client,
+            ):
                 answer = await client.post(
                     "/v2/crawl",
                     json={
@@ -480,7 +481,6 @@ async def test_no_credential_of_a_request_or_a_webhook_reaches_a_topic_or_a_log(
             letters = await read_topic(topics.bootstrap, topics.dead_letter, 1, 60)
             found = await raw_topics(topics)
         finally:
-            await gateway.close()
             await dispatcher.close()
     assert status["status"] == "completed"
     for key, header, token in (

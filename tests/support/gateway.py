@@ -11,6 +11,7 @@ from harness import WorkerProcess
 from ports import unused_port
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
     from pathlib import Path
 
 GATEWAY_START_DEADLINE_S = 60.0
@@ -53,6 +54,40 @@ class GatewayProcess(WorkerProcess):
                     if (await client.get(f"{self.url}/readyz")).status_code == 200:
                         return
                 await asyncio.sleep(0.2)
+
+
+@contextlib.asynccontextmanager
+async def running_gateway(
+    env: dict[str, str], log_path: Path, name: str
+) -> AsyncIterator[GatewayProcess]:
+    """One replica, ready on entry and stopped on exit (a module's shared one, say)."""
+    gateway = GatewayProcess(env, log_path, name)
+    try:
+        await gateway.start()
+        yield gateway
+    finally:
+        await gateway.close()
+
+
+@contextlib.asynccontextmanager
+async def gateway_starter(
+    env: Callable[..., dict[str, str]], folder: Path
+) -> AsyncIterator[Callable[..., Awaitable[GatewayProcess]]]:
+    """`start(name="g1", **settings)` starts a replica with `env(**settings)` and its log in
+    `folder`; every replica it started is stopped on exit."""
+    started: list[GatewayProcess] = []
+
+    async def start(name: str = "g1", **settings: str) -> GatewayProcess:
+        gateway = GatewayProcess(env(**settings), folder / f"{name}.log", name)
+        started.append(gateway)
+        await gateway.start()
+        return gateway
+
+    try:
+        yield start
+    finally:
+        for gateway in started:
+            await gateway.close()
 
 
 class DispatcherProcess(WorkerProcess):
