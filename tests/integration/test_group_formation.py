@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from harness import Topics, WorkerProcess, wait_for_group, wait_for_leaders
+from harness import GROUP_DEADLINE_S, Topics, WorkerProcess, wait_for_group, wait_for_leaders
+from waiting import until
 
 from service.messaging.topics import ensure_topics
 from service.settings import Settings
@@ -14,6 +15,16 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 DEFAULT_PARTITIONS = Settings.model_fields["requests_partitions"].default
+
+
+def _holds_both(worker: WorkerProcess) -> bool:
+    """The worker's latest assignments give it request and page partitions."""
+    latest = {
+        entry["consumer"]: entry["partitions"]
+        for entry in worker.events()
+        if entry.get("event") == "consumer.assigned"
+    }
+    return bool(latest.get("request")) and bool(latest.get("page"))
 
 
 async def test_three_workers_started_together_hold_every_partition(kafka: str, tmp_path: Path):
@@ -43,6 +54,9 @@ async def test_three_workers_started_together_hold_every_partition(kafka: str, t
     try:
         await asyncio.gather(*(worker.start() for worker in workers))
         await wait_for_group(topics, members=3)
+        # The broker's group is stable once the assignments are handed out; each worker logs
+        # its own after it has read its committed offsets.
+        await until(lambda: all(_holds_both(worker) for worker in workers), GROUP_DEADLINE_S, 0.2)
         generations = [
             entry["generation"]
             for worker in workers
