@@ -1,6 +1,6 @@
 """Opt-in pytest plugin: the CPU each test costs, with everything it starts.
 
-    make test PARALLEL="-n 3 --dist loadfile -p suite_cpu" SUITE_CPU_OUT=/tmp/cpu.tsv
+    make test PARALLEL="-n 4 --dist loadfile -p suite_cpu" SUITE_CPU_OUT=/tmp/cpu.tsv
 
 Each test process of a parallel run moves itself into a cgroup v1 `cpuacct` group of its own,
 so the processes it starts (workers, gateways, their Chromium, reparented or not) are
