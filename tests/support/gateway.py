@@ -75,19 +75,13 @@ async def gateway_starter(
 ) -> AsyncIterator[Callable[..., Awaitable[GatewayProcess]]]:
     """`start(name="g1", **settings)` starts a replica with `env(**settings)` and its log in
     `folder`; every replica it started is stopped on exit."""
-    started: list[GatewayProcess] = []
+    async with contextlib.AsyncExitStack() as stack:
 
-    async def start(name: str = "g1", **settings: str) -> GatewayProcess:
-        gateway = GatewayProcess(env(**settings), folder / f"{name}.log", name)
-        started.append(gateway)
-        await gateway.start()
-        return gateway
+        async def start(name: str = "g1", **settings: str) -> GatewayProcess:
+            replica = running_gateway(env(**settings), folder / f"{name}.log", name)
+            return await stack.enter_async_context(replica)
 
-    try:
         yield start
-    finally:
-        for gateway in started:
-            await gateway.close()
 
 
 class DispatcherProcess(WorkerProcess):
