@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Self
@@ -96,6 +97,9 @@ they can."""
 
 PROBE_FIELDS: Final = 4
 
+COMMITS_KEPT: Final = 4
+"""Main-frame commits a watch remembers: what a redirect loop's failure names."""
+
 SETTLE_SCRIPT: Final = f"""([quietMs, maxMs]) => window.{SETTLE_NAME}
   ? window.{SETTLE_NAME}(quietMs, maxMs) : true"""
 """Documents without the probe script (Chromium's error page) count as settled."""
@@ -157,6 +161,8 @@ class NavigationWatch:
         self.crashed = False
         self.loaded_documents = 0
         """Main-frame documents that reached DOMContentLoaded during the fetch."""
+        self.committed: deque[str] = deque(maxlen=COMMITS_KEPT)
+        """The URLs of the main frame's last commits, oldest first."""
         self.documents: dict[float, int] = {}
         """Origins of the documents probed so far -> how many of their navigations were
         already waited for."""
@@ -308,6 +314,7 @@ class NavigationWatch:
 
     def _on_committed(self, frame: Frame) -> None:
         if frame == self._main:
+            self.committed.append(frame.url)
             self._bump()
 
     def _on_failed(self, request: Request) -> None:

@@ -158,8 +158,9 @@ async def _read_stable(
         break
     raise PageFailedError(
         ErrorCode.HTTP_ERROR,
-        f"the page kept navigating by itself (more than {MAX_OWN_NAVIGATIONS} times:"
-        " a client-side redirect loop)",
+        f"the page kept navigating by itself ({watch.loaded_documents} documents loaded, more"
+        f" than {MAX_OWN_NAVIGATIONS} of its own: a client-side redirect loop; the last:"
+        f" {' -> '.join(watch.committed) or 'none committed'})",
     )
 
 

@@ -16,7 +16,9 @@ FINAL = Reading(html="<p>final</p>", url="http://127.0.0.1/nav/hops/0", status=2
 
 
 async def _read_stable(monkeypatch: pytest.MonkeyPatch, loaded_while_reading: int) -> Reading:
-    watch = SimpleNamespace(loaded_documents=1)
+    watch = SimpleNamespace(
+        loaded_documents=1, committed=[f"{FINAL.url[:-1]}{n}" for n in (2, 1, 0)]
+    )
 
     async def read(*_: object) -> Reading:
         watch.loaded_documents = loaded_while_reading  # the chain ran during the reading
@@ -39,6 +41,10 @@ async def test_a_chain_that_ended_before_the_reading_is_a_redirect_loop(monkeypa
     with pytest.raises(PageFailedError) as failed:
         await _read_stable(monkeypatch, loaded_while_reading=16)
     assert failed.value.code == ErrorCode.HTTP_ERROR
+    assert "16 documents loaded" in failed.value.message
+    assert failed.value.message.endswith(
+        "/nav/hops/2 -> http://127.0.0.1/nav/hops/1 -> " + FINAL.url + ")"
+    )
 
 
 async def test_a_chain_within_the_limit_is_read_on_its_final_page(monkeypatch):
