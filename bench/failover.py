@@ -468,9 +468,19 @@ def sweep() -> list[str]:
             continue
         with contextlib.suppress(OSError):
             if mark in (entry / "environ").read_bytes().split(b"\0") and _alive(int(entry.name)):
-                found.append(f"{(entry / 'comm').read_text().strip()}[{entry.name}]")
+                found.append(
+                    f"{(entry / 'comm').read_text().strip()}[{entry.name}]: {_described(entry)}"
+                )
                 os.kill(int(entry.name), signal.SIGKILL)
     return found
+
+
+def _described(entry: Path) -> str:
+    """A process's parent and the start of its command line, for the sweep's note."""
+    stat = (entry / "stat").read_text()
+    parent = stat[stat.rindex(")") + 2 :].split()[1]
+    command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    return f"parent {parent}, {command[:120].strip()}"
 
 
 async def read_outputs(topics: Topics) -> Collected:
