@@ -460,11 +460,13 @@ def _kill_all(pids: set[int]) -> int:
 
 
 def sweep() -> list[str]:
-    """SIGKILL every process but this one that carries this run's mark in its environment."""
+    """SIGKILL every process that carries this run's mark in its environment but this one
+    and its fork server (the harness's helper that forks workers: it lives as long as this
+    process does)."""
     mark = f"{MARK_VARIABLE}={os.environ[MARK_VARIABLE]}".encode()
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid() or _fork_server(entry):
             continue
         with contextlib.suppress(OSError):
             if mark in (entry / "environ").read_bytes().split(b"\0") and _alive(int(entry.name)):
@@ -473,6 +475,17 @@ def sweep() -> list[str]:
                 )
                 os.kill(int(entry.name), signal.SIGKILL)
     return found
+
+
+def _fork_server(entry: Path) -> bool:
+    with contextlib.suppress(OSError):
+        stat = (entry / "stat").read_text()
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        command = (entry / "cmdline").read_bytes().split(b"\0")
+        return (
+            parent == os.getpid() and command[1:2] != [] and command[1].endswith(b"/forkserver.py")
+        )
+    return False
 
 
 def _described(entry: Path) -> str:
