@@ -15,7 +15,6 @@ import asyncio
 from typing import TYPE_CHECKING, Final, Self
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
 from service.contracts import FrontierRecord
@@ -143,17 +142,16 @@ class FrontierTail:
                     self._hand_out(tp.partition, record)
 
     async def _apply(self) -> None:
-        """Assign the wanted partitions; new ones start at their end offset."""
+        """Assign the wanted partitions; new ones start at their end offset. A lookup that
+        fails is tried again by the poll loop (after its pause, unless it is stopping)."""
         self._changed.clear()
         wanted = set(self._wanted)
         new = [TopicPartition(self._topic, p) for p in wanted - set(self._positions)]
-        while True:
-            try:
-                ends = await self._consumer.end_offsets(new) if new else {}
-                break
-            except (KafkaError, TimeoutError) as exc:
-                log.warning("frontier.tail_failed", error=repr(exc))
-                await asyncio.sleep(RETRY_S)
+        try:
+            ends = await self._consumer.end_offsets(new) if new else {}
+        except BaseException:
+            self._changed.set()  # still to apply
+            raise
         for p in set(self._positions) - wanted:
             del self._positions[p]
             self._chunks.pop(p, None)

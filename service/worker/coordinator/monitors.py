@@ -68,6 +68,9 @@ class MonitorScheduler:
         self._changed = asyncio.Event()
         self._tasks = Background()
         self._timeout_s = settings.kafka_timeout.total_seconds()
+        self._stopping = False
+        """Set at close: the loop ends also when a reading swallowed its cancel (aiokafka's
+        offset lookups answer a cancel with their own timeout while the broker is gone)."""
 
     async def __aenter__(self) -> Self:
         await asyncio.wait_for(self._reader.start(), self._timeout_s)
@@ -76,6 +79,7 @@ class MonitorScheduler:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        self._stopping = True
         await self._tasks.cancel()
         with contextlib.suppress(Exception):
             await stop_consumer(self._reader, self._timeout_s)
@@ -87,7 +91,7 @@ class MonitorScheduler:
         self._changed.set()
 
     async def _loop(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 if self._changed.is_set():
                     await self._reassign()
