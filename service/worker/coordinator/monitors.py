@@ -13,14 +13,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final, Self
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 
-from service.background import Background
 from service.contracts import dump_request, utc_now
 from service.contracts_monitors import MAX_SKIPPED, MonitorTick, PlannedRequest, SkippedCheck
 from service.logs import get_logger
 from service.messaging.closing import stop_consumer
 from service.messaging.kafka_config import client_options
+from service.messaging.polling import PollLoop
 from service.monitors.adaptive import Adaptive, TargetPlan, plan_targets
 from service.monitors.book import Known, MonitorBook
 from service.monitors.checks import check_requests
@@ -66,21 +65,17 @@ class MonitorScheduler:
         self._ready: set[int] = set()
         self._ends: dict[TopicPartition, int] = {}
         self._changed = asyncio.Event()
-        self._tasks = Background()
         self._timeout_s = settings.kafka_timeout.total_seconds()
-        self._stopping = False
-        """Set at close: the loop ends also when a reading swallowed its cancel (aiokafka's
-        offset lookups answer a cancel with their own timeout while the broker is gone)."""
+        self._looking = PollLoop(self._look, name="monitor", retry_s=LOOK_S)
 
     async def __aenter__(self) -> Self:
         await asyncio.wait_for(self._reader.start(), self._timeout_s)
         await self._reads.__aenter__()
-        self._tasks.start(self._loop())
+        self._looking.start()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self._stopping = True
-        await self._tasks.cancel()
+        await self._looking.stop()
         with contextlib.suppress(Exception):
             await stop_consumer(self._reader, self._timeout_s)
         await self._reads.__aexit__()
@@ -90,21 +85,12 @@ class MonitorScheduler:
         self._wanted = set(partitions)
         self._changed.set()
 
-    async def _loop(self) -> None:
-        while not self._stopping:
-            try:
-                if self._changed.is_set():
-                    await self._reassign()
-                await self._read()
-                await self._fire_due()
-            except (KafkaError, OSError, TimeoutError) as exc:
-                log.warning("monitor.scheduler_failed", error=repr(exc))
-                await asyncio.sleep(LOOK_S)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the loop's boundary: log with traceback, go on
-                log.exception("monitor.scheduler_bug")
-                await asyncio.sleep(LOOK_S)
+    async def _look(self) -> None:
+        """One round: apply a change of the partitions owned, read, fire what is due."""
+        if self._changed.is_set():
+            await self._reassign()
+        await self._read()
+        await self._fire_due()
 
     def _topic_partitions(self, partitions: set[int]) -> list[TopicPartition]:
         topics = (self._settings.monitors_topic, self._settings.monitor_ticks_topic)

@@ -29,6 +29,6 @@ async def test_a_reading_that_swallows_its_cancel_does_not_keep_the_scheduler_ru
         raise KafkaTimeoutError
 
     scheduler._read = read  # type: ignore[method-assign]  # noqa: SLF001
-    scheduler._tasks.start(scheduler._loop())  # noqa: SLF001
+    scheduler._looking.start()  # noqa: SLF001
     await asyncio.wait_for(started.wait(), STOP_DEADLINE_S)
     await asyncio.wait_for(scheduler.__aexit__(None, None, None), STOP_DEADLINE_S)
