@@ -21,13 +21,25 @@ async def stop_consumer(consumer: AIOKafkaConsumer, deadline_s: float) -> None:
     the vanished broker and waits out its retry backoff lets that cancel escape from
     `stop`, before `stop` closes the client. The escaped cancel is not this task's own (no
     cancel of it is pending): it is logged (`consumer.stop_interrupted`), the client closed,
-    and the shutdown goes on. A cancel of this task still propagates."""
+    and the shutdown goes on. A stop still running at the deadline is cancelled and left
+    (`consumer.stop_late`; not `wait_for`, which then waits for the cancel to take, and a
+    stop that swallows it never ends). A cancel of this task still propagates."""
+    stopping = asyncio.ensure_future(consumer.stop())
     try:
-        await asyncio.wait_for(consumer.stop(), deadline_s)
+        done, _ = await asyncio.wait({stopping}, timeout=deadline_s)
     except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            raise
+        stopping.cancel()
+        raise
+    if not done:
+        stopping.cancel()
+        log.warning("consumer.stop_late", deadline_s=deadline_s)
+    elif stopping.cancelled():
         log.warning("consumer.stop_interrupted", note="a fetch's cancel escaped aiokafka's stop")
-        # the last step of aiokafka's stop, which the escaped cancel skipped
-        await asyncio.wait_for(consumer._client.close(), deadline_s)  # noqa: SLF001
+    else:
+        stopping.result()  # an error of the stop is the caller's
+        return
+    # the last step of aiokafka's stop, which the escaped cancel or the deadline skipped
+    closing = asyncio.ensure_future(consumer._client.close())  # noqa: SLF001
+    if not (await asyncio.wait({closing}, timeout=deadline_s))[0]:
+        closing.cancel()
+        log.warning("consumer.close_late", deadline_s=deadline_s)

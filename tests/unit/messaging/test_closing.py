@@ -37,6 +37,22 @@ class EscapingStop:
         await self._client.close()
 
 
+class SwallowingStop:
+    """A stop that takes its cancel for one more failed attempt and goes on (as aiokafka's
+    offset lookups do with the broker gone: they answer a cancel with their own timeout)."""
+
+    def __init__(self) -> None:
+        self._client = Client()
+        self.released = asyncio.Event()
+
+    async def stop(self) -> None:
+        while not self.released.is_set():
+            try:
+                await self.released.wait()
+            except asyncio.CancelledError:
+                continue
+
+
 class HangingStop:
     def __init__(self) -> None:
         self.stopping = asyncio.Event()
@@ -66,3 +82,20 @@ async def test_a_cancel_of_the_stopping_task_propagates():
     with pytest.raises(asyncio.CancelledError):
         await stopping
     assert stopping.cancelled()
+
+
+async def test_a_stop_that_swallows_its_cancel_ends_at_the_deadline_with_the_client_closed():
+    """A stop still running at the deadline is cancelled and left; its client is closed and
+    `consumer.stop_late` logged (the old `wait_for` waited for that cancel forever). A
+    deadline of a fraction of a second: the test waits it out."""
+    consumer = SwallowingStop()
+    with capture_logs() as logs:
+        stopping = asyncio.create_task(stop_consumer(cast("Any", consumer), 0.2))
+        try:
+            done, _ = await asyncio.wait({stopping}, timeout=DEADLINE_S)
+        finally:
+            consumer.released.set()
+            await stopping
+    assert done
+    assert consumer._client.closed  # noqa: SLF001
+    assert [entry["event"] for entry in logs] == ["consumer.stop_late"]
