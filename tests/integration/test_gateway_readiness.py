@@ -27,6 +27,7 @@ async def readiness_becomes(client: httpx.AsyncClient, status: int, deadline_s: 
             await asyncio.sleep(0.5)
 
 
+@pytest.mark.long_running
 async def test_readyz_is_503_while_the_broker_is_gone_and_200_once_it_is_back(tmp_path):
     """A batch job is started and polled; the broker is killed: `/readyz` answers 503 with
     no call at all (the job view's reads fail), a poll fails with 503 (its reader is replaced,

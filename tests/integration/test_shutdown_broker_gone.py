@@ -30,6 +30,7 @@ def has_failed_fetch(process: WorkerProcess) -> bool:
     return any(str(entry.get("event", "")).startswith(FAILED_FETCH) for entry in process.events())
 
 
+@pytest.mark.long_running
 async def test_the_worker_and_the_dispatcher_exit_0_on_sigterm_after_the_broker_stopped(
     tmp_path: Path,
 ):

@@ -244,6 +244,7 @@ def same_partition_id(request_id: str, partitions: int = 4) -> str:
             return candidate
 
 
+@pytest.mark.long_running
 async def test_a_slow_receiver_of_one_tenant_does_not_delay_another_tenants_events(
     shared_worker_with: Callable[..., Awaitable[SharedRun]], site: TestSite, tmp_path
 ):
