@@ -257,21 +257,6 @@ async def test_a_killed_owner_loses_nothing(topics, collector, start_worker):
     assert resumed[0]["pages"] > 0  # pages the dead owner finished were not rendered again
 
 
-async def test_three_workers_keep_the_host_limit(topics, collector, start_worker):
-    """A job with 3 workers in the group: at no instant are more than CRAWL_MAX_PAGES_PER_HOST
-    (4, the default) pages of the site in flight (the site records its concurrency)."""
-    async with serve_graph(delay_ms=100) as slow:
-        await asyncio.gather(*(start_worker(name, **_allow(slow)) for name in ("x", "y", "z")))
-        seeds = [slow.url("/")]
-        crawl = {"max_depth": 3, "max_pages": 60}
-        await produce(topics, [_request("limited", seeds, **crawl)])
-        await collector.wait_until(lambda seen: _ended(seen, ["limited"]), deadline_s=DEADLINE_S)
-        terminal, results = _final(collector, "limited")
-        assert terminal.type == EventType.COMPLETED
-        assert len({r.url for r in results}) == 60
-        assert 1 <= slow.max_in_flight <= 4
-
-
 async def test_a_deep_crawl_can_be_cancelled(run, slow_site):
     """A cancel stops a deep crawl: every admitted page has one result, `cancelled` ends it."""
     topics, collector, slow = run.topics, run.collector, slow_site

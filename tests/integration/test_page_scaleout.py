@@ -167,21 +167,25 @@ async def test_a_cancel_reaches_a_page_on_another_worker(topics, site, collector
 
 
 async def test_a_deep_crawl_over_three_workers_returns_the_reference_set(
-    topics, collector, graph_site, start_worker
+    topics, collector, start_worker
 ):
     """The coordinator folds links in admission order whichever fetcher renders a page: the
-    result URLs equal the reference BFS's, the budget is exact."""
-    allow = {"CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{graph_site.port}"}
-    await asyncio.gather(
-        *(start_worker(name, CRAWL_WORKER_NAME=name, **allow) for name in ("d1", "d2", "d3"))
-    )
-    await wait_for_group(topics, members=3)
-    seeds = [graph_site.url("/")]
-    crawl = {"max_depth": 3, "max_pages": 120}
-    expected = {p.url for p in reference_crawl(graph_site, seeds, **crawl)}
-    request = CrawlRequest(request_id="deep3", urls=seeds, crawl=CrawlSpec(**crawl))
-    await produce(topics, [(b"deep3", dump(request))])  # default options: the browser path
-    await collector.wait_until(lambda seen: _completed(seen, ["deep3"]), deadline_s=DEADLINE_S)
+    result URLs equal the reference BFS's, the budget is exact; and at no instant are more
+    than CRAWL_MAX_PAGES_PER_HOST (4, the default) of the job's pages in flight at the site
+    (it records its concurrency; 100 ms a page keeps several in flight)."""
+    async with serve_graph(delay_ms=100) as slow:
+        allow = {"CRAWL_ALLOWED_HOSTS": f"127.0.0.1:{slow.port}"}
+        await asyncio.gather(
+            *(start_worker(name, CRAWL_WORKER_NAME=name, **allow) for name in ("d1", "d2", "d3"))
+        )
+        await wait_for_group(topics, members=3)
+        seeds = [slow.url("/")]
+        crawl = {"max_depth": 3, "max_pages": 120}
+        expected = {p.url for p in reference_crawl(slow, seeds, **crawl)}
+        request = CrawlRequest(request_id="deep3", urls=seeds, crawl=CrawlSpec(**crawl))
+        await produce(topics, [(b"deep3", dump(request))])  # default options: the browser path
+        await collector.wait_until(lambda seen: _completed(seen, ["deep3"]), deadline_s=DEADLINE_S)
+        assert 1 <= slow.max_in_flight <= 4
     [terminal] = collector.seen.terminal("deep3")
     assert terminal.type == EventType.COMPLETED
     assert {r.url for r in collector.seen.results_of("deep3")} == expected
