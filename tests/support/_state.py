@@ -3,6 +3,7 @@ of the cacheable isolation script, late isolation answers."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,9 @@ LATE_ENDED = web.AppKey("late_ended", Counter[str])
 AUTHORIZED = web.AppKey("authorized", Counter[str])
 """Requests received with an `Authorization` header, per path."""
 
+ARRIVALS = web.AppKey("arrivals", dict[str, list[float]])
+"""When (`time.monotonic()`) each request arrived, per path."""
+
 
 def install(app: web.Application) -> None:
     """Give `app` fresh counters and the middleware that counts every request."""
@@ -39,6 +43,7 @@ def install(app: web.Application) -> None:
     app[LATE_ARRIVED] = Counter()
     app[LATE_ENDED] = Counter()
     app[AUTHORIZED] = Counter()
+    app[ARRIVALS] = {}
     app.middlewares.append(count_hits)
 
 
@@ -46,6 +51,7 @@ def install(app: web.Application) -> None:
 async def count_hits(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Count the request under its path, then let it through."""
     request.app[HITS][request.path] += 1
+    request.app[ARRIVALS].setdefault(request.path, []).append(time.monotonic())
     if "Authorization" in request.headers:
         request.app[AUTHORIZED][request.path] += 1
     return await handler(request)
@@ -58,3 +64,4 @@ def reset(app: web.Application) -> None:
     app[CACHED_FETCHES].clear()
     app[LATE_ARRIVED].clear()
     app[LATE_ENDED].clear()
+    app[ARRIVALS].clear()

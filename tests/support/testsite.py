@@ -74,6 +74,8 @@ class TestSite:
     """Requests received with an `Authorization` header, per path."""
     held: Counter[str]
     """Requests of `/scripted/hold` that `arrived` and that `ended`."""
+    arrivals: dict[str, list[float]]
+    """When (`time.monotonic()`) each request arrived, per path."""
 
     def url(self, path: str) -> str:
         """The absolute URL of `path` (which starts with `/`, and may carry a query)."""
@@ -131,6 +133,7 @@ async def serve(host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[TestSit
             cache_answers=app[_cachepages.CACHE_ANSWERS],
             authorized=app[_state.AUTHORIZED],
             held=app[_scriptrequests.HELD],
+            arrivals=app[_state.ARRIVALS],
         )
     finally:
         await runner.cleanup()

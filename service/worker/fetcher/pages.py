@@ -30,7 +30,12 @@ from service.logs import get_logger
 from service.net.hosts import host_key
 from service.net.policy import BlockedUrlError, UnresolvableHostError
 from service.paths import PageToRender
-from service.worker.fetcher.politeness import HOST_BACKOFF_REASONS, HostBackoff, HostPacer
+from service.worker.fetcher.politeness import (
+    HOST_BACKOFF_REASONS,
+    HostBackoff,
+    HostPacer,
+    PaceTurn,
+)
 from service.worker.fetcher.retry import PageDeadline, RetryPolicy, retry_reason
 from service.worker.fetcher.scheduler import PageTicket
 
@@ -237,9 +242,10 @@ class PageStage:
         if self._backoff.waiting_s(host) > 0:
             with scheduler.pacing(), charge.pacing():
                 await self._backoff.turn(host)
+        turn = PaceTurn()
         if task.delay_ms > 0:
             with scheduler.pacing(), charge.pacing():
-                await self._pacer.turn(task.run_id, host, task.delay_ms / 1000)
+                turn = await self._pacer.turn(task.run_id, host, task.delay_ms / 1000)
         ticket = PageTicket(run=task.run_id, priority=task.priority, host=host, alone=charge.alone)
 
         async def render() -> PageContent:
@@ -249,6 +255,7 @@ class PageStage:
             # before that commit returns gives its slot back at once: it can no longer
             # kill the worker, and the slot must not wait for the broker (on a busy broker
             # a commit takes longer than an HTTP page).
+            turn.started()
             charge.started()
             self._charge_beside(charge)
             try:
@@ -256,7 +263,10 @@ class PageStage:
             finally:
                 charge.end()
 
-        return await scheduler.run(render, ticket)
+        try:
+            return await scheduler.run(render, ticket)
+        finally:
+            turn.give_up()
 
     async def _render(self, task: PageTask, host: str, timeout_s: float) -> PageContent:
         self._deps.metrics.pages_in_flight.inc()
