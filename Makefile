@@ -5,6 +5,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PARALLEL ?= -n 4 --dist loadfile
 UV_VERSION := 0.13.9
+# The suite starts hundreds of Python processes (test processes, workers, gateways, CLIs): each
+# keeps the bytecode it compiles (in .venv and the tree's __pycache__, which git ignores), even
+# where the shell sets PYTHONDONTWRITEBYTECODE; without it every one compiles its imports again
+# and pytest rewrites every test module in every test process (collection 10.5 CPU s, not 4.8).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup demo test test-container container-images check lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep bench-group clean
 
