@@ -124,6 +124,10 @@ class _Child:
     sock: socket.socket
     pid: int | None = None
     """Known once the child said it is ready (its first message)."""
+    pidfd: int | None = None
+    """The child as a process, not a number: the template reaps it, and its pid may be
+    another process's by the time the worker signals it (pids wrap at 32,768 on a host
+    whose browsers start thousands of processes)."""
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
     sunk: bool = False
@@ -133,10 +137,18 @@ class _Child:
     def ready(self) -> bool:
         return self.pid is not None
 
+    def known(self, pid: int) -> None:
+        """The child said it is ready: hold it by a pidfd (ContentFailedError if it is gone)."""
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            raise ContentFailedError(f"the content process {pid} ended as it started") from None
+        self.pid = pid
+
     def sink(self) -> None:
         """Lower the child to `SUNK_NICENESS`: a call this long is likely a bomb, and the
         other child's pages (a canary of 20 ms of work) should not share a core with it."""
-        if self.pid is None:
+        if self.pid is None or not self._signal(0):  # gone: its pid may be another's
             return
         with contextlib.suppress(OSError):  # it has just ended
             os.setpriority(os.PRIO_PROCESS, self.pid, SUNK_NICENESS)
@@ -171,12 +183,9 @@ class _Child:
 
     async def stop(self) -> None:
         """Close the child's socket (its loop ends on EOF) and wait until it is gone."""
-        self._close()
-        if self.pid is None:
-            return
-        try:
-            exited = os.pidfd_open(self.pid)
-        except ProcessLookupError:
+        self._close_socket()
+        exited = self.pidfd
+        if exited is None:
             return
         gone = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -188,23 +197,33 @@ class _Child:
             self._signal(signal.SIGKILL)
         finally:
             loop.remove_reader(exited)
-            os.close(exited)
+            self._forget()
 
     def _signal(self, number: int) -> bool:
-        """Send `number` to the child; False once it is gone (the template reaps it)."""
-        if self.pid is None:
+        """Send `number` to the child (0: only ask whether it is alive); False once it is
+        gone (the template reaps it)."""
+        if self.pidfd is None:
             return False
         try:
-            os.kill(self.pid, number)
+            signal.pidfd_send_signal(self.pidfd, number)
         except ProcessLookupError:
             return False
         return True
 
     def _close(self) -> None:
+        self._close_socket()
+        self._forget()
+
+    def _close_socket(self) -> None:
         if self.writer is not None:
             self.writer.close()
         else:
             self.sock.close()
+
+    def _forget(self) -> None:
+        pidfd, self.pidfd = self.pidfd, None
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 @dataclass(slots=True)
@@ -275,7 +294,7 @@ class ContentPool:
     async def _started(self, child: _Child) -> None:
         try:
             async with asyncio.timeout(START_DEADLINE_S):
-                child.pid = cast("int", await child.receive())
+                child.known(cast("int", await child.receive()))
         except TimeoutError:
             message = f"a content process did not start within {START_DEADLINE_S:g} s"
             raise ContentFailedError(message) from None

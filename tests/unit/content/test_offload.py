@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import subprocess
 import time
 
 import pytest
@@ -13,6 +15,7 @@ from service.content.offload import (
     ContentBudgetError,
     ContentFailedError,
     ContentPool,
+    _Child,
     offloaded,
     using,
 )
@@ -71,3 +74,25 @@ async def test_children_are_forked_by_one_template_and_all_end_with_the_pool() -
     for pid in (first, second, template):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_a_child_gone_is_never_signalled_by_a_pid_another_process_took() -> None:
+    """The template reaps its children, so a dead child's pid is free for any new process
+    (pids wrap at 32,768 here): the worker signals the child it knew, never a number."""
+    ours, theirs = socket.socketpair()
+    gone = subprocess.Popen(["sleep", "60"])  # noqa: S607 - a stand-in content process
+    child = _Child(sock=ours)
+    child.known(gone.pid)
+    gone.kill()
+    gone.wait()
+    taker = subprocess.Popen(["sleep", "60"])  # noqa: S607 - the process that took its pid
+    try:
+        child.pid = taker.pid  # the number now names another process
+        child.sink()
+        child.kill()
+        assert taker.poll() is None
+        assert os.getpriority(os.PRIO_PROCESS, taker.pid) == os.getpriority(os.PRIO_PROCESS, 0)
+    finally:
+        taker.kill()
+        taker.wait()
+        theirs.close()
