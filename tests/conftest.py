@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
 from graphsite import serve_graph
-from harness import Collector, Topics, WorkerProcess, collecting, running_broker, wait_for_leaders
+from harness import (
+    STARTED,
+    Collector,
+    Topics,
+    WorkerProcess,
+    collecting,
+    running_broker,
+    wait_for_leaders,
+)
 from shared_broker import BOOTSTRAP_ENV, SharedBroker, wanted
 from testsite import serve
 
 from service.messaging.topics import ensure_topics
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
     from pathlib import Path
 
     from graphsite import GraphSite
@@ -39,6 +48,26 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 _SHARED_BROKER = pytest.StashKey[SharedBroker]()
+_STARTED_AT = pytest.StashKey[float]()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_STARTED_AT] = time.time()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test's report carries the log tails of the `crawlstream` processes that
+    wrote while it ran (its own and its module's), so a CI failure says what they did."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if not report.failed or call.when == "teardown":
+        return
+    since = item.stash.get(_STARTED_AT, 0.0)
+    for process in STARTED:
+        tail = process.tail_since(since)
+        if tail:
+            report.sections.append((f"log of {process.name} ({process.log_path})", tail))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -185,6 +185,13 @@ class Topics:
         return Settings(**(values | overrides))
 
 
+STARTED: list[WorkerProcess] = []
+"""Every `crawlstream` process this test process started, for the logs of a failed test
+(`tests/conftest.py`)."""
+
+LOG_TAIL_LINES = 60
+
+
 class WorkerProcess:
     """`crawlstream worker` (or another `crawlstream` command) as a child process with its
     own log file; `start` returns once it logged `ready_event` (None: at once)."""
@@ -213,6 +220,7 @@ class WorkerProcess:
 
     async def start(self) -> None:
         self.log_file = self.log_path.open("ab")
+        STARTED.append(self)
         if self.preexec is None:
             self.process = await forkserver.spawn(list(self.command), self.env, self.log_path)
         else:
@@ -229,6 +237,16 @@ class WorkerProcess:
             )
         if self.ready_event is not None:
             await self.wait_for_log(self.ready_event, WORKER_START_DEADLINE_S)
+
+    def tail_since(self, since: float) -> str | None:
+        """The last lines of the log if it was written at or after `since` (epoch s)."""
+        try:
+            if self.log_path.stat().st_mtime < since:
+                return None
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return None
+        return "\n".join(line[:400] for line in lines[-LOG_TAIL_LINES:])
 
     def events(self) -> list[dict[str, Any]]:
         """Every JSON line of the log so far (read on from where the last call stopped)."""
