@@ -85,6 +85,11 @@ class RunContexts:
             held.closer.cancel()
             held.closer = None
 
+    def holders(self, run_id: str) -> int:
+        """Pages of the run holding its context now."""
+        held = self._held.get(run_id)
+        return 0 if held is None else held.users
+
     def release(self, run_id: str) -> None:
         held = self._held.get(run_id)
         if held is None:

@@ -192,16 +192,20 @@ class FakeSite:
     """A fetcher that serves a site in memory: `pages` by URL (an article by default); pages
     whose URL contains `hanging` never answer, so they time out as the real fetcher's would,
     unless cancelled first. `hits` counts fetches by URL, `started` is set by the first fetch
-    and `closed` lists the fetches that were cancelled."""
+    and `closed` lists the fetches that were cancelled, once they have closed: with
+    `slow_close`, a cancelled fetch takes until that event is set to close (as a page in a
+    loaded Chromium can take seconds)."""
 
     def __init__(
         self,
         pages: dict[str, StaticAnswer | list[StaticAnswer]] | None = None,
         *,
         hanging: str | None = None,
+        slow_close: asyncio.Event | None = None,
     ) -> None:
         self.pages = pages or {}
         self.hanging = hanging
+        self.slow_close = slow_close
         self.hits: Counter[str] = Counter()
         self.started = asyncio.Event()
         self.closed: list[str] = []
@@ -213,6 +217,8 @@ class FakeSite:
             try:
                 await asyncio.sleep(timeout_s)
             except asyncio.CancelledError:
+                if self.slow_close is not None:
+                    await self.slow_close.wait()
                 self.closed.append(url)
                 raise
             return failed(ErrorCode.TIMEOUT, f"page did not finish within {timeout_s:.1f} s")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 import structlog
 from pydantic import ValidationError
 
+from service.background import Background
 from service.content.page import failed
 from service.contracts import (
     DeadLetterCode,
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from service.control import ActiveRuns, Cancel
     from service.frontier.tail import FrontierTail
     from service.messaging.offsets import Delivery
+    from service.paths.browser_path import RunContexts
     from service.worker.fetcher.deps import FetcherDeps
     from service.worker.fetcher.scheduler import PageScheduler
 
@@ -208,6 +210,7 @@ class _PageStop:
     def __init__(self) -> None:
         self.stop: Stop | None = None
         self.task: asyncio.Task[PageContent] | None = None
+        self.halted = asyncio.Event()
 
     def cancel(self, cancel: Cancel) -> None:
         self.halt(Stop.cancelled(cancel))
@@ -215,6 +218,7 @@ class _PageStop:
     def halt(self, stop: Stop) -> None:
         if self.stop is None:
             self.stop = stop
+            self.halted.set()
             if self.task is not None:
                 self.task.cancel()
 
@@ -243,6 +247,9 @@ class Fetcher:
         self._queues: Counter[int] = Counter()
         """Page records of each partition taken and waiting for a slot (`queued`)."""
         self._stage = PageStage(deps, HostPacer())
+        self._ending = Background()
+        """Stopped pages still closing (their page in Chromium, their slot): their results
+        are out, their run's context is handed back once they have closed."""
         self._seal = deps.seal or Seal.from_settings(deps.settings)
         self.lane_records = LaneRecords(
             deps.publisher, self.limits.frontier_topic, on_resend=deps.metrics.publish_retries.inc
@@ -251,6 +258,7 @@ class Fetcher:
     async def close(self) -> None:
         """Write the local pages' records still waiting, hand the browser contexts back."""
         await self.lane_records.flush()
+        await self._ending.wait()  # each within the browser's close deadline
         await self.contexts.close_all()
 
     async def handle(
@@ -399,16 +407,20 @@ class Fetcher:
         # render's end (its wipe, Chromium's CPU, would slow the result's produce on a busy
         # machine). Measured reasons: docs/decisions/context-linger.md.
         self.contexts.hold(task.run_id, last=task.last)
+        ending: asyncio.Task[PageContent] | None = None
         try:
             if content is None:
-                content = await self._content(task, charge, partition)
+                content, ending = await self._content(task, charge, partition)
             backlog.leave()  # publishing is no work for a slot: intake may go on
             result = self._stage.result(task, content, started)
             rendered = time.monotonic()
             self._deps.metrics.page_seconds.observe(rendered - started)
             await self._publish(task, result, content, owned, told)
         finally:
-            self.contexts.release(task.run_id)
+            if ending is None:
+                self.contexts.release(task.run_id)
+            else:
+                self._ending.start(_release_after(ending, self.contexts, task.run_id))
         log.debug(
             "page.timing",
             taken_ms=None
@@ -420,8 +432,10 @@ class Fetcher:
 
     async def _content(
         self, task: PageTask, charge: PageCharge, partition: int | None
-    ) -> PageContent:
-        """The page's content, or the result of what stopped it (cancel, deadline)."""
+    ) -> tuple[PageContent, asyncio.Task[PageContent] | None]:
+        """The page's content, or the result of what stopped it (cancel, deadline) as soon
+        as it is stopped; then also the stopped render, still ending (its page closing in
+        Chromium, which takes seconds on a loaded machine): it holds its slot until then."""
         stop = _PageStop()
         # A cancel read after this check reaches the page live (registered below, no
         # await between), so no round trip to the broker per page.
@@ -432,7 +446,7 @@ class Fetcher:
         if left_s is not None and left_s <= 0:
             stop.halt(self._deadline_stop(task))
         if stop.stop is not None:
-            return failed(stop.stop.code, stop.stop.detail)
+            return failed(stop.stop.code, stop.stop.detail), None
         timer: asyncio.TimerHandle | None = None
         if left_s is not None:
             timer = asyncio.get_running_loop().call_later(
@@ -441,18 +455,22 @@ class Fetcher:
         stop.task = asyncio.ensure_future(
             self._stage.content(task, charge=charge, partition=partition)
         )
+        halted = asyncio.ensure_future(stop.halted.wait())
+        ending: asyncio.Task[PageContent] | None = None
         try:
             with self._active.running(task.request_id, stop):
-                return await stop.task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if stop.stop is None or (current is not None and current.cancelling()):
-                raise
-            return failed(stop.stop.code, stop.stop.detail)
+                await asyncio.wait({stop.task, halted}, return_when=asyncio.FIRST_COMPLETED)
+            halt = stop.stop
+            if halt is None or (stop.task.done() and not stop.task.cancelled()):
+                return stop.task.result(), None  # it ended before any stop took
+            ending = stop.task  # cancelled by the stop, still ending
+            return failed(halt.code, halt.detail), ending
         finally:
+            halted.cancel()
             if timer is not None:
                 timer.cancel()
-            await _cancelled(stop.task)
+            if ending is None:
+                await _cancelled(stop.task)
 
     def _deadline_stop(self, task: PageTask) -> Stop:
         """The same stop as the coordinator's: the request's budget, clamped."""
@@ -524,6 +542,19 @@ def _seconds_left(task: PageTask) -> float | None:
     if task.deadline_at is None:
         return None
     return (task.deadline_at - utc_now()).total_seconds()
+
+
+async def _release_after(
+    ending: asyncio.Task[PageContent], contexts: RunContexts, run_id: str
+) -> None:
+    """Hand the run's context back once a stopped render has ended (closed its page): it is
+    cancelled already, and cancelling it again would cut its closing short."""
+    try:
+        await asyncio.wait({ending})
+        if not ending.cancelled() and ending.exception() is not None:
+            log.debug("page.ended_badly", error=repr(ending.exception()))
+    finally:
+        contexts.release(run_id)
 
 
 async def _cancelled(task: asyncio.Task[PageContent]) -> None:

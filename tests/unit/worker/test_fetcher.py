@@ -70,6 +70,38 @@ async def test_a_cancel_reaching_a_rendering_page_stops_it_cancelled(hanging):
     assert (pipeline.scheduler.in_flight, pipeline.scheduler.backlog) == (0, 0)
 
 
+async def test_a_cancelled_page_is_answered_before_its_render_has_closed():
+    """Closing a stopped page can take seconds (a page in a loaded Chromium): its
+    `cancelled` result does not wait for that; the render keeps its slot and its run keeps
+    its context until it has closed, and the fetcher's close waits for it."""
+    slow_close = asyncio.Event()
+    site = FakeSite(hanging="/hang/", slow_close=slow_close)
+    pipeline = Pipeline(site)
+    try:
+        page = asyncio.create_task(pipeline.page(_task()))
+        await until(site.started.is_set)
+
+        pipeline.cancel("r", "user asked")
+        async with asyncio.timeout(5):
+            await page
+
+        result, record = _answer(pipeline)
+        assert result.error is not None
+        assert result.error.code == ErrorCode.CANCELLED
+        assert record.outcome == "cancelled"
+        assert site.closed == []  # still closing
+        assert pipeline.scheduler.in_flight == 1
+        assert pipeline.fetcher.contexts.holders("run-1") == 1
+
+        slow_close.set()
+        await until(lambda: pipeline.scheduler.in_flight == 0)
+        await until(lambda: pipeline.fetcher.contexts.holders("run-1") == 0)
+        assert site.closed == [URL]
+    finally:
+        slow_close.set()
+        await pipeline.close()
+
+
 async def test_a_page_of_a_cancelled_request_is_not_rendered(hanging):
     """A cancel already read when the page arrives: `cancelled` at once, nothing fetched."""
     pipeline, site = hanging
