@@ -78,6 +78,13 @@ REVOKE_GRACE_S: Final = 5.0
 """On rebalance, how long revoked partitions' requests may take to finish and be committed
 (while shutting down, the rest of `CRAWL_SHUTDOWN_GRACE` applies instead)."""
 
+CANCEL_GRACE_S: Final = 15.0
+"""How long cancelled work may take to end (a page's browser close takes up to 10 s) before a
+rebalance goes on without it: a rebalance callback that waits on it unbounded keeps the
+member from ever consuming its new partitions. Work still running then is logged with where
+it waits and left to end on its own (its partition's ownership is withdrawn: it publishes
+nothing)."""
+
 READY_CHECK_S: Final = 3.0
 """Deadline of the readiness probe's metadata request."""
 
@@ -129,6 +136,8 @@ class RecordConsumer(Generic[H]):
         self._charges = 0
         self._committing = asyncio.Lock()
         self._beside = Background()
+        self._ending: set[asyncio.Task[Any]] = set()
+        """Cancelled work that outlived `CANCEL_GRACE_S` (`_cancel`), waited for at the stop."""
         """Charge commits of small records, running beside them (`CHARGE_FIRST_BYTES`)."""
         self._charges_committed = 0
         self._charging = asyncio.Lock()
@@ -264,6 +273,8 @@ class RecordConsumer(Generic[H]):
             await self._drain(self._settings.shutdown_grace.total_seconds())
         finally:
             await self._cancel(list(self._tasks))
+            if self._ending:
+                await asyncio.wait(self._ending, timeout=CANCEL_GRACE_S)
             await self._beside.wait()  # each is bounded by the commit's own deadline
             await stop_consumer(self._consumer, self._timeout_s)
 
@@ -480,13 +491,27 @@ class RecordConsumer(Generic[H]):
         await self._commit(partitions & self._consumer.assignment(), handing_back=True)
 
     async def _cancel(self, partitions: list[TopicPartition]) -> None:
-        """Cancel unfinished work of `partitions`: it stays uncommitted for the next owner."""
+        """Cancel unfinished work of `partitions`: it stays uncommitted for the next owner.
+        Waits `CANCEL_GRACE_S` at most for it to end."""
         tasks = [task for tp in partitions for task in self._tasks.pop(tp, set())]
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if tasks:
-            log.info("consumer.handed_back", consumer=self._spec.name, records=len(tasks))
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=CANCEL_GRACE_S)
+        for task in tasks:
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: each record's own boundary has logged it
+        log.info("consumer.handed_back", consumer=self._spec.name, records=len(tasks))
+        if late:
+            self._ending.update(late)
+            log.warning(
+                "consumer.cancel_slow",
+                consumer=self._spec.name,
+                records=len(late),
+                grace_s=CANCEL_GRACE_S,
+                waiting_at=_where(next(iter(late))),
+            )
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
         """Finish and commit what can be finished in time; hold the rest until the new
@@ -572,3 +597,18 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         await self._consumer.on_assigned(set(assigned))
+
+
+def _where(task: asyncio.Task[Any]) -> str:
+    """Where a task waits: the innermost frames of its chain of awaits, `file:line name`."""
+    frames = []
+    awaited: Any = task.get_coro()
+    while awaited is not None:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+        if frame is not None:
+            frames.append(frame)
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    return " < ".join(
+        f"{frame.f_code.co_filename.rsplit('/', 2)[-1]}:{frame.f_lineno} {frame.f_code.co_name}"
+        for frame in reversed(frames[-4:])
+    )
