@@ -1,14 +1,21 @@
-"""Tasks started to run beside their starter, each kept until it is done."""
+"""Tasks started to run beside their starter, each kept until it is done; where tasks wait."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from service.logs import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterator
 
 T = TypeVar("T")
+
+log = get_logger(__name__)
+
+WHERE_FRAMES: Final = 4
+"""Frames of a task's chain of awaits that `awaiting_at` names, innermost first."""
 
 
 class Background:
@@ -52,3 +59,28 @@ class Background:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def awaiting_at(task: asyncio.Task[Any]) -> str:
+    """Where a task waits: the innermost frames of its chain of awaits, `file:line name`
+    (`Task.get_stack` gives only the outermost frame of a suspended coroutine)."""
+    frames = []
+    awaited: Any = task.get_coro()
+    while awaited is not None:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+        if frame is not None:
+            frames.append(frame)
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    return " < ".join(
+        f"{frame.f_code.co_filename.rsplit('/', 2)[-1]}:{frame.f_lineno} {frame.f_code.co_name}"
+        for frame in reversed(frames[-WHERE_FRAMES:])
+    )
+
+
+def log_tasks() -> None:
+    """Log where every task of the running loop waits, one `task.waiting` line each, then
+    `tasks.logged` (the worker does this on SIGUSR1: a replica that seems stuck says why)."""
+    tasks = asyncio.all_tasks()
+    for task in tasks:
+        log.warning("task.waiting", task=task.get_name(), at=awaiting_at(task))
+    log.warning("tasks.logged", tasks=len(tasks))

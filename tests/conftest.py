@@ -58,7 +58,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """A failed test's report carries the log tails of the `crawlstream` processes that
-    wrote while it ran (its own and its module's), so a CI failure says what they did."""
+    wrote while it ran (its own and its module's), and where each running worker's tasks
+    wait, so a CI failure says what they did and what they wait for."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     if not report.failed or call.when == "teardown":
@@ -68,6 +69,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         tail = process.tail_since(since)
         if tail:
             report.sections.append((f"log of {process.name} ({process.log_path})", tail))
+            tasks = process.tasks_now()
+            if tasks:
+                report.sections.append((f"where the tasks of {process.name} wait", tasks))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

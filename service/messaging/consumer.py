@@ -25,7 +25,7 @@ import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
 
-from service.background import Background
+from service.background import Background, awaiting_at
 from service.logs import get_logger
 from service.messaging._assignor import learn_generation, sticky_assignor
 from service.messaging.closing import stop_consumer
@@ -510,7 +510,7 @@ class RecordConsumer(Generic[H]):
                 consumer=self._spec.name,
                 records=len(late),
                 grace_s=CANCEL_GRACE_S,
-                waiting_at=_where(next(iter(late))),
+                waiting_at=awaiting_at(next(iter(late))),
             )
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
@@ -598,17 +598,3 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         await self._consumer.on_assigned(set(assigned))
 
-
-def _where(task: asyncio.Task[Any]) -> str:
-    """Where a task waits: the innermost frames of its chain of awaits, `file:line name`."""
-    frames = []
-    awaited: Any = task.get_coro()
-    while awaited is not None:
-        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
-        if frame is not None:
-            frames.append(frame)
-        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
-    return " < ".join(
-        f"{frame.f_code.co_filename.rsplit('/', 2)[-1]}:{frame.f_lineno} {frame.f_code.co_name}"
-        for frame in reversed(frames[-4:])
-    )

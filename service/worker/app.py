@@ -7,6 +7,7 @@ import contextlib
 import signal
 from typing import TYPE_CHECKING
 
+from service.background import log_tasks
 from service.backpressure import Governor, MemorySampler
 from service.backpressure.gate import MemoryGate, SlotAdmission
 from service.browser.pool import BrowserPool
@@ -321,6 +322,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
+        loop.add_signal_handler(signal.SIGUSR1, log_tasks)
 
     def _owns_request_partition(self, partition: int) -> bool:
         return self._requests is not None and self._requests.owns(partition)

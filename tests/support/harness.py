@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,6 +192,9 @@ STARTED: list[WorkerProcess] = []
 
 LOG_TAIL_LINES = 60
 
+TASK_LINES = 200
+"""At most this many `task.waiting` lines of a worker in a failed test's report."""
+
 
 class WorkerProcess:
     """`crawlstream worker` (or another `crawlstream` command) as a child process with its
@@ -247,6 +251,26 @@ class WorkerProcess:
         except OSError:
             return None
         return "\n".join(line[:400] for line in lines[-LOG_TAIL_LINES:])
+
+    def tasks_now(self, deadline_s: float = 3.0) -> str | None:
+        """A running worker's `task.waiting` lines: where each of its tasks waits (SIGUSR1);
+        None for another command, an ended process, or no answer within `deadline_s`."""
+        if self.command[:1] != ("worker",) or self.process is None:
+            return None
+        if self.process.returncode is not None:
+            return None
+        start = self.log_path.stat().st_size
+        self.process.send_signal(signal.SIGUSR1)
+        until = time.monotonic() + deadline_s
+        while time.monotonic() < until:
+            with self.log_path.open("rb") as log:
+                log.seek(start)
+                added = log.read().decode(errors="replace")
+            if '"tasks.logged"' in added:
+                lines = [line for line in added.splitlines() if '"task.waiting"' in line]
+                return "\n".join(line[:300] for line in lines[:TASK_LINES])
+            time.sleep(0.1)  # a failed test's diagnostics: the worker answers within ms
+        return None
 
     def events(self) -> list[dict[str, Any]]:
         """Every JSON line of the log so far (read on from where the last call stopped)."""
