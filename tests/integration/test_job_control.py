@@ -263,3 +263,19 @@ async def test_a_cancel_produced_before_its_request_renders_nothing(
     assert all(r.error.code == ErrorCode.CANCELLED for r in results)
     assert collector.seen.events_of("early")[0].type == EventType.ACCEPTED
     assert _hits(site, urls) == 0
+
+
+async def test_a_worker_asked_with_sigusr1_says_where_its_tasks_wait_and_goes_on(
+    shared_worker_with, metrics_port
+):
+    """`kill -USR1` a running worker: one `task.waiting` line per task, naming where it
+    waits (its consumers' poll loops among them), and the worker goes on serving."""
+    run = await shared_worker_with(CRAWL_METRICS_PORT=str(metrics_port))
+    lines = await asyncio.to_thread(run.worker.tasks_now)
+    assert lines is not None
+    waiting = [json.loads(line) for line in lines.splitlines()]
+    assert all(entry["event"] == "task.waiting" and entry["at"] for entry in waiting)
+    assert any("consumer.py" in entry["at"] for entry in waiting)
+    assert run.worker.process is not None
+    assert run.worker.process.returncode is None
+    assert await _metric(metrics_port, "crawl_browser_pages_open") is not None

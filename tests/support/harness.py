@@ -268,7 +268,7 @@ class WorkerProcess:
                 added = log.read().decode(errors="replace")
             if '"tasks.logged"' in added:
                 lines = [line for line in added.splitlines() if '"task.waiting"' in line]
-                return "\n".join(line[:300] for line in lines[:TASK_LINES])
+                return "\n".join(lines[:TASK_LINES])
             time.sleep(0.1)  # a failed test's diagnostics: the worker answers within ms
         return None
 
