@@ -30,8 +30,11 @@ from service.logs import get_logger
 from service.messaging._assignor import learn_generation, sticky_assignor
 from service.messaging.closing import stop_consumer
 from service.messaging.consumer_spec import ConsumerSpec, RecordHandler
+from service.messaging.diagnosis import log_consumer_state
+from service.messaging.holds import HOLD_S, Holds
 from service.messaging.kafka_config import client_options
-from service.messaging.offsets import OffsetTracker, Verdict
+from service.messaging.lag import forget_lag, update_lag
+from service.messaging.offsets import OffsetTracker, Verdict, committed_with_metadata
 from service.messaging.polling import IDLE_POLL_MS
 
 if TYPE_CHECKING:
@@ -53,14 +56,6 @@ wakes up (see `IDLE_POLL_MS`)."""
 HELD_POLL_S: Final = 0.02
 """While a partition is held, how long one poll (or wait for room) lasts: room that opens (a
 record done, a shorter backlog) is seen within this, not after a whole `POLL_TIMEOUT_MS`."""
-
-HOLD_S: Final = 2.0
-"""How long a partition without room is only held (not read; the records the client fetched
-ahead stay buffered) before it is paused in the client. A short hold ends with records at
-hand; pausing at once would drop them and wait for a new fetch behind the broker's long poll
-of the other partitions (up to `fetch_max_wait_ms`, 500 ms), which idled a fetcher of short
-pages for most of each cycle. A long hold (memory, hung work) pauses, so nothing more is
-fetched and the consumer keeps polling: it stays in its group."""
 
 CHARGE_FIRST_BYTES: Final = 64 * 1024
 """A record charged when taken (`charge_on_delivery`) that is this large has its delivery
@@ -90,22 +85,6 @@ READY_CHECK_S: Final = 3.0
 
 LAG_INTERVAL_S: Final = 5.0
 """How often consumer lag is refreshed for the metrics."""
-
-
-class Holds:
-    """Partitions not read now, and since when: those held for `pause_after_s` are to be
-    paused in the client (a shorter hold keeps the records fetched ahead)."""
-
-    def __init__(self, pause_after_s: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._pause_after_s = pause_after_s
-        self._clock = clock
-        self._since: dict[TopicPartition, float] = {}
-
-    def update(self, held: set[TopicPartition]) -> set[TopicPartition]:
-        """`held` are held now (the others are not); returns those to pause."""
-        now = self._clock()
-        self._since = {tp: self._since.get(tp, now) for tp in held}
-        return {tp for tp, since in self._since.items() if now - since >= self._pause_after_s}
 
 
 H = TypeVar("H", bound=RecordHandler)
@@ -156,6 +135,10 @@ class RecordConsumer(Generic[H]):
         self._holds = Holds(HOLD_S)
         self._room = asyncio.Event()
         """Set when a record ends: a held partition may have room again."""
+        self._settled = asyncio.Event()
+        self._settled.set()
+        """Clear while a new assignment is being applied (`on_assigned`): aiokafka hands out
+        records of the new partitions meanwhile, before their offsets are restored here."""
         self._timeout_s = settings.kafka_timeout.total_seconds()
         self._assignor = sticky_assignor()
         """Sticky: a rebalance moves as few partitions as it can, and work of partitions that
@@ -264,6 +247,10 @@ class RecordConsumer(Generic[H]):
         self._tracker.relieve(tp, record.offset)
         await self._commit({tp})
 
+    def log_state(self) -> None:
+        """Log why each assigned partition is or is not read now (SIGUSR1, with the tasks)."""
+        log_consumer_state(self)
+
     async def run(self) -> None:
         """Consume until `stop()`; then finish or hand back in-flight work and commit."""
         await asyncio.wait_for(self._consumer.start(), self._timeout_s)
@@ -291,7 +278,10 @@ class RecordConsumer(Generic[H]):
                     *readable, timeout_ms=wait_ms, max_records=room
                 )
                 self._metrics.last_poll.set(time.time())
-                await self._take(batch)
+                if self._settled.is_set():
+                    await self._take(batch)
+                else:
+                    await self._rewind(batch)
             elif (
                 held - self._consumer.paused()
             ):  # held briefly: wait for room, keep what is fetched
@@ -299,13 +289,14 @@ class RecordConsumer(Generic[H]):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._room.wait(), HELD_POLL_S)
             else:  # all paused in the client: poll, so the group sees this member alive
-                await self._consumer.getmany(timeout_ms=int(HELD_POLL_S * 1000))
+                batch = await self._consumer.getmany(timeout_ms=int(HELD_POLL_S * 1000))
                 self._metrics.last_poll.set(time.time())
+                await self._rewind(batch)  # a new assignment's partitions are not paused yet
             if loop.time() >= next_commit:
                 await self._commit(self._consumer.assignment())
                 next_commit = loop.time() + COMMIT_INTERVAL_S
             if loop.time() >= next_lag:
-                await self._update_lag()
+                await update_lag(self._consumer, self._tracker, self._spec.lag)
                 next_lag = loop.time() + LAG_INTERVAL_S
 
     def _fetch_room(self) -> int:
@@ -315,6 +306,36 @@ class RecordConsumer(Generic[H]):
         if self._intake_room is not None:
             room = min(room, self._intake_room())
         return room
+
+    async def _rewind(
+        self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
+    ) -> None:
+        """Records the client handed out that are not taken (they came while an assignment
+        was being applied, or while every partition was to stay paused): once the assignment
+        is applied, each partition is read again from where this consumer stands in it (one
+        past what it took, else its committed position). aiokafka's position has moved past
+        them: without this they would never be read by this member, and their pages would
+        wait until the next rebalance."""
+        if not any(batch.values()):
+            return
+        await self._settled.wait()
+        assigned = self._consumer.assignment()
+        for tp, records in batch.items():
+            if tp not in assigned or not records:
+                continue
+            position = self._tracker.next_offset(tp)
+            if position is None:
+                position = self._tracker.committed_position(tp)
+            if position is None:
+                position = min(record.offset for record in records)
+            self._consumer.seek(tp, position)
+            log.info(
+                "consumer.rewound",
+                consumer=self._spec.name,
+                partition=tp.partition,
+                records=len(records),
+                position=position,
+            )
 
     async def _take(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
         """Record each delivery durably (one commit for the batch), then start the records."""
@@ -439,29 +460,6 @@ class RecordConsumer(Generic[H]):
         self._metrics.commits.inc()
         log.debug("consumer.committed", positions={str(tp): c[0] for tp, c in commits.items()})
 
-    async def _update_lag(self) -> None:
-        """End offset minus committed offset, as KEDA and lag exporters compute it."""
-        owned = self._consumer.assignment()
-        if not owned:
-            return
-        try:
-            ends = await asyncio.wait_for(self._consumer.end_offsets(list(owned)), READY_CHECK_S)
-            starts = await asyncio.wait_for(
-                self._consumer.beginning_offsets(list(owned)), READY_CHECK_S
-            )
-        except (KafkaError, TimeoutError) as exc:
-            log.debug("consumer.lag_unavailable", error=repr(exc))
-            return
-        for tp in owned & ends.keys():
-            committed = self._tracker.committed_position(tp)
-            base = committed if committed is not None else starts.get(tp, 0)
-            self._spec.lag.labels(str(tp.partition)).set(max(ends[tp] - base, 0))
-
-    def _forget_lag(self, partitions: Iterable[TopicPartition]) -> None:
-        for tp in partitions:
-            with contextlib.suppress(KeyError):
-                self._spec.lag.remove(str(tp.partition))
-
     async def _drain(self, grace_s: float) -> None:
         """Let in-flight requests finish within `grace_s`, committing as they finish."""
         self._drain_deadline = asyncio.get_running_loop().time() + grace_s
@@ -525,7 +523,7 @@ class RecordConsumer(Generic[H]):
         await self._settle(revoked, deadline)
         for tp in revoked:
             self._ownership(tp).clear()
-        self._forget_lag(revoked)
+        forget_lag(self._spec.lag, revoked)
         log.info(
             "consumer.revoked",
             consumer=self._spec.name,
@@ -536,11 +534,19 @@ class RecordConsumer(Generic[H]):
         """Partitions that came back unchanged (nobody committed them since we did) go on
         where they were; the others start from their committed position and metadata (done
         offsets above it are skipped, delivery counts go on). Held work of partitions that
-        moved away is dropped uncommitted."""
+        moved away is dropped uncommitted. Records handed out meanwhile are read again
+        (`_rewind`)."""
+        self._settled.clear()
+        try:
+            await self._apply_assignment(assigned)
+        finally:
+            self._settled.set()
+
+    async def _apply_assignment(self, assigned: set[TopicPartition]) -> None:
         self._spec.rebalances.inc()
         generation = self._consumer._coordinator.generation  # noqa: SLF001  # no public call
         learn_generation(self._assignor, generation)
-        committed = await self._committed(assigned)
+        committed = await committed_with_metadata(self._consumer, assigned, self._timeout_s)
         kept = {
             tp
             for tp in assigned
@@ -570,23 +576,6 @@ class RecordConsumer(Generic[H]):
         if self._stopping.is_set():
             self._consumer.pause(*assigned)
 
-    async def _committed(
-        self, partitions: set[TopicPartition]
-    ) -> dict[TopicPartition, tuple[int | None, str]]:
-        """Committed offsets with their metadata (`committed()` drops the metadata)."""
-        coordinator = self._consumer._coordinator  # noqa: SLF001  # aiokafka has no public call
-        found = await asyncio.wait_for(
-            coordinator.fetch_committed_offsets(partitions), self._timeout_s
-        )
-        result: dict[TopicPartition, tuple[int | None, str]] = {}
-        for tp in partitions:
-            entry = found.get(tp)
-            if entry is None or entry.offset < 0:
-                result[tp] = (None, "")
-            else:
-                result[tp] = (entry.offset, entry.metadata or "")
-        return result
-
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(self, consumer: RecordConsumer[Any]) -> None:
@@ -597,4 +586,3 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         await self._consumer.on_assigned(set(assigned))
-

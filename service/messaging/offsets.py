@@ -18,6 +18,7 @@ alone counts towards `poison`; so the innocent pages beside a killer end well.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable
 
-    from aiokafka import TopicPartition
+    from aiokafka import AIOKafkaConsumer, TopicPartition
 
 METADATA_VERSION: Final = 1
 """Version of the commit-metadata encoding; other versions (or foreign metadata) are ignored."""
@@ -288,3 +289,20 @@ def decode_metadata(
     except (ValueError, TypeError):
         return set(), {}, set(), set()
     return done, deliveries, earlier, suspects
+
+
+async def committed_with_metadata(
+    consumer: AIOKafkaConsumer, partitions: set[TopicPartition], timeout_s: float
+) -> dict[TopicPartition, tuple[int | None, str]]:
+    """The group's committed offsets of `partitions` with their metadata (aiokafka's
+    `committed()` drops the metadata); None where nothing is committed."""
+    coordinator = consumer._coordinator  # noqa: SLF001  # aiokafka has no public call
+    found = await asyncio.wait_for(coordinator.fetch_committed_offsets(partitions), timeout_s)
+    result: dict[TopicPartition, tuple[int | None, str]] = {}
+    for tp in partitions:
+        entry = found.get(tp)
+        if entry is None or entry.offset < 0:
+            result[tp] = (None, "")
+        else:
+            result[tp] = (entry.offset, entry.metadata or "")
+    return result

@@ -322,7 +322,25 @@ class Worker:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
-        loop.add_signal_handler(signal.SIGUSR1, log_tasks)
+        loop.add_signal_handler(signal.SIGUSR1, self._log_state)
+
+    def _log_state(self) -> None:
+        """SIGUSR1: where every task waits, and what each consumer reads and why not."""
+        log_tasks()
+        for consumer in self._consumers:
+            consumer.log_state()
+        if self._fetcher is not None:
+            scheduler = self._fetcher.scheduler
+            log.warning(
+                "slots.state",
+                pending=scheduler.pending,
+                backlog=scheduler.backlog,
+                intake_backlog=scheduler.intake_backlog,
+                rendering=scheduler.in_flight,
+                queued=scheduler.queued,
+                paced=scheduler.paced,
+                startable=scheduler.startable,
+            )
 
     def _owns_request_partition(self, partition: int) -> bool:
         return self._requests is not None and self._requests.owns(partition)

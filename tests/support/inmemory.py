@@ -46,7 +46,7 @@ from service.worker.fetcher.scheduler import PageScheduler, SlotLimits
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
 
-    from aiokafka import TopicPartition
+    from aiokafka import ConsumerRecord, TopicPartition
 
     Offsets = dict[TopicPartition, tuple[int, str]]
 
@@ -408,7 +408,9 @@ def fetcher_deps(
 class FakeKafkaConsumer:
     """What `RecordConsumer` and `HostDirectory` ask of their Kafka consumer, in memory
     (pass `client=consumer.factory`): an assignment, pausing, high watermarks, and commits
-    that a test may hold (`commit_hook`)."""
+    that a test may hold (`commit_hook`). Records put in `log` are handed out from each
+    partition's position, which moves past them as aiokafka's does (`seek` sets it);
+    `coordinator` answers the committed offsets a rebalance asks for."""
 
     def __init__(self, assigned: Iterable[TopicPartition] = ()) -> None:
         self.assigned = set(assigned)
@@ -418,13 +420,23 @@ class FakeKafkaConsumer:
             Callable[[dict[TopicPartition, tuple[int, str]]], Awaitable[None]] | None
         ) = None
         self.options: dict[str, object] = {}
+        self.log: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = {}
+        self.positions: dict[TopicPartition, int] = {}
+        self.handed_out: list[tuple[TopicPartition, int]] = []
+        """Every record `getmany` answered with, in order."""
+        self.during_poll: Callable[[], None] | None = None
+        """Called inside each `getmany` before it answers (a rebalance landing meanwhile)."""
+        self.polls: list[int] = []
+        """The `timeout_ms` of each `getmany`, in order (it answers at once)."""
+        self._coordinator = FakeGroupCoordinator()
+
+    @property
+    def coordinator(self) -> FakeGroupCoordinator:
+        return self._coordinator
 
     def factory(self, **options: object) -> FakeKafkaConsumer:
         self.options = options
         return self
-
-    polls: list[int]
-    """The `timeout_ms` of each `getmany`, in order (it answers at once, with nothing)."""
 
     async def start(self) -> None:
         self.polls = []
@@ -438,20 +450,32 @@ class FakeKafkaConsumer:
     async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return dict.fromkeys(tps, 0)
 
-    def seek(self, tp: TopicPartition, offset: int) -> None:  # noqa: ARG002 (nothing is read)
-        return None
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.positions[tp] = offset
 
-    async def position(self, tp: TopicPartition) -> int:  # noqa: ARG002 (nothing is read)
-        return 0
+    async def position(self, tp: TopicPartition) -> int:
+        return self.positions.get(tp, 0)
 
     async def getmany(
-        self,
-        *tps: TopicPartition,  # noqa: ARG002 (nothing is read)
-        timeout_ms: int,
-    ) -> dict[TopicPartition, list[object]]:
+        self, *tps: TopicPartition, timeout_ms: int, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+        """The records of `tps` (none named: every assigned partition not paused) from
+        their positions, at most `max_records`."""
         self.polls.append(timeout_ms)
         await asyncio.sleep(0)
-        return {}
+        if self.during_poll is not None:
+            self.during_poll()
+        left = max_records if max_records is not None else 1_000_000
+        batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = {}
+        for tp in tps or tuple(self.assigned - self.held):
+            position = self.positions.get(tp, 0)
+            records = [r for r in self.log.get(tp, ()) if r.offset >= position][:left]
+            if records:
+                batch[tp] = records
+                self.positions[tp] = records[-1].offset + 1
+                self.handed_out.extend((tp, record.offset) for record in records)
+                left -= len(records)
+        return batch
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.assigned)
@@ -474,3 +498,28 @@ class FakeKafkaConsumer:
 
     async def stop(self) -> None:
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Committed:
+    offset: int
+    metadata: str
+
+
+class FakeGroupCoordinator:
+    """The group coordinator a rebalance asks for committed offsets (`committed`; -1: none);
+    a test may hold its answer (`answering` cleared) to act while the rebalance waits."""
+
+    def __init__(self) -> None:
+        self.generation = 1
+        self.committed: dict[TopicPartition, int] = {}
+        self.answering = asyncio.Event()
+        self.answering.set()
+        self.asked = asyncio.Event()
+
+    async def fetch_committed_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, _Committed]:
+        self.asked.set()
+        await self.answering.wait()
+        return {tp: _Committed(self.committed.get(tp, -1), "") for tp in partitions}

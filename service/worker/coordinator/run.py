@@ -244,18 +244,7 @@ class Run:
                 await self._dispatch()
                 if not self._ledger.pending and sitemap is None:
                     break
-                arrival = asyncio.create_task(self._arrived.get())
-                wait = {arrival, stopped, *([sitemap] if sitemap else [])}
-                room = self._room_opened()
-                await asyncio.wait({*wait, *room}, return_when=asyncio.FIRST_COMPLETED)
-                for waiter in room:
-                    waiter.cancel()
-                if not arrival.done():
-                    arrival.cancel()
-                else:
-                    await self._take(arrival.result())
-                while not self._arrived.empty():
-                    await self._take(self._arrived.get_nowait())
+                await self._arrivals(stopped, sitemap)
                 if sitemap is not None and sitemap.done():
                     self._admit(self._plan.sitemap(sitemap.result()))
                     sitemap = None
@@ -265,6 +254,26 @@ class Run:
                 sitemap.cancel()
         if self._stop is not None:
             await self._stopping(self._stop)
+
+    async def _arrivals(
+        self, stopped: asyncio.Task[bool], sitemap: asyncio.Task[SitemapPages] | None
+    ) -> None:
+        """Wait for a page's outcome, the stop, the sitemap or room for more pages; take
+        the outcomes that arrived."""
+        arrival = asyncio.create_task(self._arrived.get())
+        room = self._room_opened()
+        wait = {arrival, stopped, *room, *([sitemap] if sitemap else [])}
+        try:
+            await asyncio.wait(wait, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when the run is cancelled: no waiter outlives it
+            for waiter in room:
+                waiter.cancel()
+            if not arrival.done():
+                arrival.cancel()
+        if arrival.done() and not arrival.cancelled():
+            await self._take(arrival.result())
+        while not self._arrived.empty():
+            await self._take(self._arrived.get_nowait())
 
     def _room_opened(self) -> list[asyncio.Task[None]]:
         """While pages wait for room in this process's fetcher: a wait for it."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from aiokafka import TopicPartition
 
-from service.messaging.consumer import HOLD_S, Holds
+from service.messaging.holds import HOLD_S, Holds
 
 A = TopicPartition("pages", 0)
 B = TopicPartition("pages", 1)
