@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from _changepages import version_words
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from harness import produce, read_topic
+from harness import produce, read_topic, requests_committed
 
 from service.contracts import CrawlOptions, CrawlRequest, EventType, dump
 from service.contracts_changes import ChangeRecord
@@ -148,6 +148,9 @@ async def test_the_fetcher_that_takes_over_compares_with_the_history_left_on_kaf
     first_worker = await start_worker("t-first")
     first = await _crawl(topics, collector, f"tk1-{uuid.uuid4().hex}", urls, **tracking)
     assert {result.change_tracking.status for result in first.values()} == {"new"}
+    # killed once its request is committed: else the next worker runs it again, after the
+    # edit below, and that run is what the second one compares with
+    await requests_committed(topics)
     await first_worker.kill()
     await _post(site, f"/changes/edit/{names[0]}")
     await start_worker("t-second")

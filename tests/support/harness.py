@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import forkserver
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
@@ -184,6 +184,33 @@ class Topics:
             "metrics_port": 0,
         }
         return Settings(**(values | overrides))
+
+
+async def requests_committed(topics: Topics, deadline_s: float = 60.0) -> None:
+    """Return once the coordinators' group has committed every record of the requests topic:
+    none would be delivered again (a worker killed before its periodic commit leaves its
+    finished requests to be run again by the next owner)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=topics.bootstrap)
+    reader = AIOKafkaConsumer(bootstrap_servers=topics.bootstrap)
+    await admin.start()
+    await reader.start()
+    try:
+        async with asyncio.timeout(deadline_s):
+            while True:
+                [described] = await admin.describe_topics([topics.requests])
+                partitions = [entry["partition"] for entry in described["partitions"]]
+                ends = await reader.end_offsets(
+                    [TopicPartition(topics.requests, p) for p in partitions]
+                )
+                found = await admin.list_consumer_group_offsets(topics.env()["CRAWL_GROUP_ID"])
+                committed = {tp: meta.offset for tp, meta in found.items()}
+                done = (end == 0 or committed.get(tp, -1) >= end for tp, end in ends.items())
+                if ends and all(done):
+                    return
+                await asyncio.sleep(0.2)
+    finally:
+        await reader.stop()
+        await admin.close()
 
 
 STARTED: list[WorkerProcess] = []
