@@ -310,15 +310,12 @@ class RecordConsumer(Generic[H]):
     async def _rewind(
         self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
     ) -> None:
-        """Records the client handed out that are not taken (they came while an assignment
-        was being applied, or while every partition was to stay paused): once the assignment
-        is applied, each partition is read again from where this consumer stands in it (one
-        past what it took, else its committed position). aiokafka's position has moved past
-        them: without this they would never be read by this member, and their pages would
-        wait until the next rebalance."""
+        """Records handed out while an assignment was applied, or while all was to stay
+        paused, are read again (docs/decisions/rewind-on-rebalance.md)."""
         if not any(batch.values()):
             return
-        await self._settled.wait()
+        if not await self._settled_or_stopping():
+            return  # stopping: nothing more is read here, the records stay for the next owner
         assigned = self._consumer.assignment()
         for tp, records in batch.items():
             if tp not in assigned or not records:
@@ -336,6 +333,21 @@ class RecordConsumer(Generic[H]):
                 records=len(records),
                 position=position,
             )
+
+    async def _settled_or_stopping(self) -> bool:
+        """Wait until the assignment being applied is (True), or the consumer stops (False):
+        a listener stuck on an unreachable broker must not keep a stop from taking effect."""
+        if not self._settled.is_set():
+            waits = {
+                asyncio.ensure_future(self._settled.wait()),
+                asyncio.ensure_future(self._stopping.wait()),
+            }
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
+        return self._settled.is_set()
 
     async def _take(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
         """Record each delivery durably (one commit for the batch), then start the records."""

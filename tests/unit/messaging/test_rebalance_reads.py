@@ -99,3 +99,23 @@ async def test_a_poll_while_all_is_paused_loses_none_of_a_new_assignments_record
         consumer.stop()
         await asyncio.wait_for(polling, 5)
     assert sorted(handled) == OFFSETS
+
+
+async def test_a_stop_is_not_held_up_by_an_assignment_that_never_ends_applying():
+    """The broker gone while a rebalance listener waits on it: a batch handed out meanwhile
+    does not keep the consumer from stopping (it is left unread, for the next owner)."""
+    fake = FakeKafkaConsumer({TP})
+    fake.log[TP] = [_record(offset) for offset in OFFSETS]
+    handled: list[int] = []
+    consumer = _consumer(fake, handled)
+    fake.coordinator.answering.clear()  # never answers
+    assigning = asyncio.create_task(consumer.on_assigned({TP}))
+    await asyncio.wait_for(fake.coordinator.asked.wait(), 5)
+    polling = asyncio.create_task(consumer._loop())  # noqa: SLF001
+    try:
+        await until(lambda: len(fake.handed_out) == len(OFFSETS))
+        consumer.stop()
+        await asyncio.wait_for(polling, 5)
+    finally:
+        assigning.cancel()
+    assert handled == []
