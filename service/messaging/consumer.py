@@ -296,7 +296,7 @@ class RecordConsumer(Generic[H]):
                 await self._commit(self._consumer.assignment())
                 next_commit = loop.time() + COMMIT_INTERVAL_S
             if loop.time() >= next_lag:
-                await update_lag(self._consumer, self._tracker, self._spec.lag)
+                await update_lag(self._consumer, self._tracker, self._spec.lag, READY_CHECK_S)
                 next_lag = loop.time() + LAG_INTERVAL_S
 
     def _fetch_room(self) -> int:

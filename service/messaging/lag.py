@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from aiokafka.errors import KafkaError
 
@@ -20,18 +20,18 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-LAG_CALL_S: Final = 3.0
-"""Deadline of each offsets lookup."""
 
-
-async def update_lag(consumer: AIOKafkaConsumer, tracker: OffsetTracker, gauge: Gauge) -> None:
-    """End offset minus committed offset of each partition `consumer` owns."""
+async def update_lag(
+    consumer: AIOKafkaConsumer, tracker: OffsetTracker, gauge: Gauge, call_s: float
+) -> None:
+    """End offset minus committed offset of each partition `consumer` owns (each offsets
+    lookup within `call_s`)."""
     owned = consumer.assignment()
     if not owned:
         return
     try:
-        ends = await asyncio.wait_for(consumer.end_offsets(list(owned)), LAG_CALL_S)
-        starts = await asyncio.wait_for(consumer.beginning_offsets(list(owned)), LAG_CALL_S)
+        ends = await asyncio.wait_for(consumer.end_offsets(list(owned)), call_s)
+        starts = await asyncio.wait_for(consumer.beginning_offsets(list(owned)), call_s)
     except (KafkaError, TimeoutError) as exc:
         log.debug("consumer.lag_unavailable", error=repr(exc))
         return

@@ -187,7 +187,7 @@ class Topics:
 
 
 async def requests_committed(topics: Topics, deadline_s: float = 60.0) -> None:
-    """Return once the coordinators' group has committed every record of the requests topic:
+    """Return once the coordinators' group has committed every record on the requests topic now:
     none would be delivered again (a worker killed before its periodic commit leaves its
     finished requests to be run again by the next owner)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=topics.bootstrap)
@@ -196,12 +196,12 @@ async def requests_committed(topics: Topics, deadline_s: float = 60.0) -> None:
     await reader.start()
     try:
         async with asyncio.timeout(deadline_s):
+            [described] = await admin.describe_topics([topics.requests])
+            partitions = [entry["partition"] for entry in described["partitions"]]
+            ends = await reader.end_offsets(
+                [TopicPartition(topics.requests, p) for p in partitions]
+            )
             while True:
-                [described] = await admin.describe_topics([topics.requests])
-                partitions = [entry["partition"] for entry in described["partitions"]]
-                ends = await reader.end_offsets(
-                    [TopicPartition(topics.requests, p) for p in partitions]
-                )
                 found = await admin.list_consumer_group_offsets(topics.env()["CRAWL_GROUP_ID"])
                 committed = {tp: meta.offset for tp, meta in found.items()}
                 done = (end == 0 or committed.get(tp, -1) >= end for tp, end in ends.items())
