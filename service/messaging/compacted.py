@@ -35,14 +35,16 @@ POLL_TIMEOUT_MS: Final = 200
 SlotT = TypeVar("SlotT")
 
 
-def _consumer(settings: Settings, fetch_bytes: int | None) -> AIOKafkaConsumer:
+def _consumer(
+    settings: Settings, fetch_bytes: int | None, client: Callable[..., AIOKafkaConsumer]
+) -> AIOKafkaConsumer:
     sizes = {} if fetch_bytes is None else {
         "max_partition_fetch_bytes": fetch_bytes,
         "fetch_max_bytes": fetch_bytes,
     }  # fmt: skip
     # "earliest": once retention has deleted a partition's first records, a seek to offset 0
     # is out of range and must land on the oldest record kept, not the end
-    return AIOKafkaConsumer(
+    return client(
         **client_options(settings),
         group_id=None,
         enable_auto_commit=False,
@@ -63,11 +65,13 @@ class KeyIndex(Generic[SlotT]):
         parse: Callable[[int, ConsumerRecord[bytes, bytes]], tuple[bytes, SlotT | None] | None],
         *,
         fetch_bytes: int | None = None,
+        client: Callable[..., AIOKafkaConsumer] = AIOKafkaConsumer,
     ) -> None:
+        """`client` makes the Kafka consumer from its options (a test's stands in)."""
         self._topic = topic
         self._parse = parse
         self._timeout_s = settings.kafka_timeout.total_seconds()
-        self._consumer = _consumer(settings, fetch_bytes)
+        self._consumer = _consumer(settings, fetch_bytes, client)
         self._slots: dict[int, dict[bytes, SlotT]] = {}
         self._positions: dict[int, int] = {}
         self._caught_up: dict[int, float] = {}
@@ -94,10 +98,12 @@ class KeyIndex(Generic[SlotT]):
 
     async def catch_up(self, partition: int) -> None:
         """Read what the partition got since the last look (all of it the first time)."""
-        if time.monotonic() - self._caught_up.get(partition, -CATCH_UP_S) < CATCH_UP_S:
+        if self._fresh(partition):
             return
         tp = TopicPartition(self._topic, partition)
         async with self._lock:
+            if self._fresh(partition):  # another lookup read it while this one waited
+                return
             if partition not in self._positions:
                 self._follow(partition)
             async with asyncio.timeout(self._timeout_s):
@@ -111,6 +117,9 @@ class KeyIndex(Generic[SlotT]):
                     self._apply(partition, record)
                 self._positions[partition] = await self._consumer.position(tp)
             self._caught_up[partition] = time.monotonic()
+
+    def _fresh(self, partition: int) -> bool:
+        return time.monotonic() - self._caught_up.get(partition, -CATCH_UP_S) < CATCH_UP_S
 
     def _follow(self, partition: int) -> None:
         """Add `partition` to the consumer, keeping the others' positions."""
@@ -138,7 +147,7 @@ class OffsetReader:
     def __init__(self, settings: Settings, topic: str, *, fetch_bytes: int | None = None) -> None:
         self._topic = topic
         self._timeout_s = settings.kafka_timeout.total_seconds()
-        self._consumer = _consumer(settings, fetch_bytes)
+        self._consumer = _consumer(settings, fetch_bytes, AIOKafkaConsumer)
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:

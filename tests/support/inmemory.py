@@ -428,6 +428,9 @@ class FakeKafkaConsumer:
         """Called inside each `getmany` before it answers (a rebalance landing meanwhile)."""
         self.polls: list[int] = []
         """The `timeout_ms` of each `getmany`, in order (it answers at once)."""
+        self.ends_asked: list[set[TopicPartition]] = []
+        """The partitions of each `end_offsets`, in order (it answers after one turn of the
+        event loop: their ends in `log`)."""
         self._coordinator = FakeGroupCoordinator()
 
     @property
@@ -448,7 +451,10 @@ class FakeKafkaConsumer:
         return dict.fromkeys(tps, 0)
 
     async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return dict.fromkeys(tps, 0)
+        asked = set(tps)
+        self.ends_asked.append(asked)
+        await asyncio.sleep(0)
+        return {tp: max((r.offset + 1 for r in self.log.get(tp, ())), default=0) for tp in asked}
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.positions[tp] = offset
