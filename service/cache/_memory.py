@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from service.cache.store import PackedPage
+
 if TYPE_CHECKING:
     from service.cache.records import CacheIndexRecord, StoredPage
 
@@ -23,11 +25,14 @@ class MemoryCacheStore:
         bodies = self.bodies.get(partition, [])
         return bodies[entry.body_offset] if entry.body_offset < len(bodies) else None
 
-    async def put(self, partition: int, page: StoredPage, entry: CacheIndexRecord) -> bool:
+    def pack(self, page: StoredPage) -> PackedPage | None:
         if self._max_body_chars is not None and len(page.html) > self._max_body_chars:
-            return False
+            return None
+        return PackedPage(page, b"")
+
+    async def put(self, partition: int, packed: PackedPage, entry: CacheIndexRecord) -> bool:
         bodies = self.bodies.setdefault(partition, [])
-        bodies.append(page)
+        bodies.append(packed.page)
         offset = len(bodies) - 1
         await self.refresh(partition, entry.model_copy(update={"body_offset": offset}))
         return True

@@ -10,12 +10,14 @@ fails a page.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from aiokafka.errors import KafkaError
 
+from service.background import Background
 from service.cache.freshness import Validators, Worth, storable, worth
 from service.cache.records import CacheIndexRecord, StoredPage
 from service.cache.variant import bypass_reason, cache_key
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from datetime import datetime
 
-    from service.cache.store import CacheStore
+    from service.cache.store import CacheStore, PackedPage
     from service.content.extract import FollowRules
     from service.content.page import PageContent
     from service.contracts import PageTask
@@ -69,6 +71,9 @@ class PageCache:
         self._scope = scope
         """The scope a task's entries are kept under (a tenant's, or one shared by all)."""
         self._clock = clock
+        self._writes = Background()
+        """Entries being written: a page's result does not wait for them, its record does."""
+        self._writing: dict[tuple[str, str, str], set[asyncio.Task[None]]] = {}
 
     async def content(
         self,
@@ -204,14 +209,47 @@ class PageCache:
             content_sha256=hashlib.sha256(html.encode()).hexdigest(),
             has_screenshot=content.screenshot is not None,
         )
+        packed = self._store.pack(stored)
+        if packed is None:
+            self._metrics.cache_stores.labels("too_large").inc()
+            return content.replaced(cache_state="miss")
+        writing = self._writes.start(self._put(_partition(page), packed, entry))
+        self._writing.setdefault(_identity(task), set()).add(writing)
+        writing.add_done_callback(lambda done: self._written(task, done))
+        return content.replaced(cache_state="miss", cached_at=now)
+
+    async def stored(self, task: PageTask) -> None:
+        """Wait until what `content` handed to the store for `task` is written (a failed
+        write is logged and counted, not raised). The fetcher writes a page's record after
+        this: a request's terminal event comes after its pages are in the cache."""
+        writing = self._writing.get(_identity(task))
+        if writing:
+            await asyncio.wait(set(writing))
+
+    async def close(self) -> None:
+        """Stop the writes still running (their pages' records were not written)."""
+        await self._writes.cancel()
+
+    async def _put(self, partition: int, packed: PackedPage, entry: CacheIndexRecord) -> None:
         try:
-            kept = await self._store.put(_partition(page), stored, entry)
+            kept = await self._store.put(partition, packed, entry)
         except CACHE_ERRORS as exc:
             log.warning("cache.store_failed", error=repr(exc))
             self._metrics.cache_stores.labels("failed").inc()
-            return content.replaced(cache_state="miss")
-        self._metrics.cache_stores.labels("stored" if kept else "too_large").inc()
-        return content.replaced(cache_state="miss", cached_at=now if kept else None)
+            return
+        self._metrics.cache_stores.labels("stored" if kept else "failed").inc()
+
+    def _written(self, task: PageTask, done: asyncio.Task[None]) -> None:
+        identity = _identity(task)
+        writing = self._writing.get(identity, set())
+        writing.discard(done)
+        if not writing:
+            self._writing.pop(identity, None)
+
+
+def _identity(task: PageTask) -> tuple[str, str, str]:
+    """A page of a run: what `stored` finds its writes by."""
+    return (task.request_id, task.run_id, task.url)
 
 
 def _partition(page: CachedPage) -> int:

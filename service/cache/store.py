@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Protocol, Self
 
@@ -37,12 +38,25 @@ BODY_OVERHEAD_BYTES: Final = 4096
 """Room left in a Kafka message beside a stored page's compressed bytes."""
 
 
+@dataclass(frozen=True, slots=True)
+class PackedPage:
+    """A stored page as its body record carries it."""
+
+    page: StoredPage
+    raw: bytes
+
+
 class CacheStore(Protocol):
     """Where a fetcher finds and keeps cache entries, by page partition."""
 
     async def find(self, partition: int, key: str) -> CacheIndexRecord | None: ...
     async def body(self, partition: int, entry: CacheIndexRecord) -> StoredPage | None: ...
-    async def put(self, partition: int, page: StoredPage, entry: CacheIndexRecord) -> bool: ...
+    def pack(self, page: StoredPage) -> PackedPage | None:
+        """`page` as its body is written; None when it is larger than a body may be."""
+
+    async def put(self, partition: int, packed: PackedPage, entry: CacheIndexRecord) -> bool:
+        """Write the body, then `entry` pointing at it; False when no offset came back."""
+
     async def refresh(self, partition: int, entry: CacheIndexRecord) -> None: ...
 
 
@@ -175,21 +189,21 @@ class KafkaCacheStore:
             self._recent.put((partition, entry.body_offset), page)
         return page
 
-    async def put(self, partition: int, page: StoredPage, entry: CacheIndexRecord) -> bool:
-        """Write `page`, then `entry` pointing at it; False when the page is too large."""
+    def pack(self, page: StoredPage) -> PackedPage | None:
         raw = encode_page(page)
-        if len(raw) > self._max_body:
-            return False
+        return None if len(raw) > self._max_body else PackedPage(page, raw)
+
+    async def put(self, partition: int, packed: PackedPage, entry: CacheIndexRecord) -> bool:
         key = entry.key.encode()
-        headers = self._seal.headers(self._bodies_topic, key, raw)
+        headers = self._seal.headers(self._bodies_topic, key, packed.raw)
         delivery = await self._publisher.send(
-            Message(self._bodies_topic, key, raw, headers, partition=partition)
+            Message(self._bodies_topic, key, packed.raw, headers, partition=partition)
         )
         written = await asyncio.wait_for(delivery, self._timeout_s)
         offset = getattr(written, "offset", None)
         if not isinstance(offset, int):
             return False
-        self._recent.put((partition, offset), page)
+        self._recent.put((partition, offset), packed.page)
         await self.refresh(partition, entry.model_copy(update={"body_offset": offset}))
         return True
 

@@ -214,6 +214,7 @@ class Worker:
         publisher = await stack.enter_async_context(Publisher(settings))
         store = await stack.enter_async_context(KafkaCacheStore(settings, publisher))
         cache = PageCache(store, self._metrics, scope=_cache_scope(settings))
+        stack.push_async_callback(cache.close)
         history = await stack.enter_async_context(KafkaHistoryStore(settings, publisher))
         changes = ChangeTracker(
             history,

@@ -498,6 +498,8 @@ class Fetcher:
             chunk_id=f"{result.result_id}:{result.run_id}",
         )
         await outbox.flush()
+        if self._deps.cache is not None:
+            await self._deps.cache.stored(task)  # the page's record comes after its entry
         code = result.error.code if result.error else None
         cancelled = code is ErrorCode.CANCELLED
         outcome = "succeeded" if result.ok else ("cancelled" if cancelled else "failed")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from aiokafka.errors import KafkaConnectionError
 
@@ -11,6 +13,10 @@ from service.cache._memory import MemoryCacheStore
 from service.content.page import PageContent
 from service.contracts import CrawlOptions, ErrorCode, Format, PageTask, RecordSource
 from service.metrics import Metrics
+
+if TYPE_CHECKING:
+    from service.cache.records import CacheIndexRecord
+    from service.cache.store import PackedPage
 
 URL = "http://site.test/a"
 HTML = "<html><head><title>A</title></head><body><main><p>Alpha words</p></main></body></html>"
@@ -65,7 +71,9 @@ class _Clock:
 
 
 async def _twice(cache: PageCache, site: _Site, **second: object) -> tuple[PageContent, ...]:
-    first = await cache.content(_page(), site.fetch, site.revalidate)
+    page = _page()
+    first = await cache.content(page, site.fetch, site.revalidate)
+    await cache.stored(page.task)
     again = await cache.content(_page(**second), site.fetch, site.revalidate)
     return first, again
 
@@ -152,3 +160,73 @@ async def test_a_cache_whose_broker_fails_never_fails_the_page():
     answer = await cache.content(_page(max_age_ms=60_000), site.fetch, site.revalidate)
     assert answer.ok
     assert answer.cache_state == "miss"
+
+
+class _HeldStore(MemoryCacheStore):
+    """Writes wait until `release` is set; `fail` makes them raise instead."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.writing = asyncio.Event()
+        self._fail = fail
+
+    async def put(self, partition: int, packed: PackedPage, entry: CacheIndexRecord) -> bool:
+        self.writing.set()
+        await self.release.wait()
+        if self._fail:
+            raise KafkaConnectionError
+        return await super().put(partition, packed, entry)
+
+
+def _stores(metrics: Metrics, outcome: str) -> float | None:
+    return metrics.registry.get_sample_value("crawl_cache_stores_total", {"outcome": outcome})
+
+
+async def test_the_result_does_not_wait_for_the_entry_and_the_record_does():
+    store, site, metrics = _HeldStore(), _Site(), Metrics()
+    cache, page = PageCache(store, metrics), _page()
+    async with asyncio.timeout(5):  # the write is held: the content comes back without it
+        content = await cache.content(page, site.fetch, site.revalidate)
+    assert (content.cache_state, content.cached_at is not None) == ("miss", True)
+    await store.writing.wait()
+    waiting = asyncio.create_task(cache.stored(page.task))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    assert not store.entries
+    store.release.set()
+    await waiting
+    assert list(store.entries[3]) != []
+    assert _stores(metrics, "stored") == 1
+
+
+async def test_a_failed_write_is_counted_and_does_not_fail_the_page():
+    store, site, metrics = _HeldStore(fail=True), _Site(), Metrics()
+    cache, page = PageCache(store, metrics), _page()
+    content = await cache.content(page, site.fetch, site.revalidate)
+    store.release.set()
+    await cache.stored(page.task)
+    assert content.ok
+    assert not store.entries
+    assert _stores(metrics, "failed") == 1
+
+
+async def test_a_page_too_large_for_a_body_says_it_was_not_cached():
+    store, site, metrics = MemoryCacheStore(max_body_chars=10), _Site(), Metrics()
+    cache, page = PageCache(store, metrics), _page()
+    content = await cache.content(page, site.fetch, site.revalidate)
+    await cache.stored(page.task)
+    assert content.cached_at is None
+    assert not store.entries
+    assert _stores(metrics, "too_large") == 1
+
+
+async def test_closing_stops_the_writes_still_running():
+    store, site = _HeldStore(), _Site()
+    cache, page = PageCache(store, Metrics()), _page()
+    await cache.content(page, site.fetch, site.revalidate)
+    await store.writing.wait()
+    await cache.close()
+    await cache.stored(page.task)  # nothing left to wait for
+    store.release.set()
+    assert not store.entries
