@@ -96,3 +96,12 @@ def test_a_child_gone_is_never_signalled_by_a_pid_another_process_took() -> None
         taker.kill()
         taker.wait()
         theirs.close()
+
+
+async def test_the_content_processes_start_without_rich() -> None:
+    """structlog imports rich whenever it can (a quarter of a content process's start); they
+    never print to a terminal, so they start without it."""
+    async with ContentPool(processes=1, budget_s=20) as pool:
+        loaded = await pool.run(eval, "[m for m in __import__('sys').modules if 'rich' in m]")
+        assert loaded == ["rich"]  # the entry that stops its import, nothing else
+        assert await pool.run(eval, "__import__('structlog').dev.rich") is None
