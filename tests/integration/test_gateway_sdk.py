@@ -18,6 +18,8 @@ from firecrawl.v2.types import PaginationConfig
 from firecrawl.v2.utils.error_handler import FirecrawlError
 from gateway import GatewayProcess, gateway_starter, running_gateway
 
+from service.gateway.paging import PAGE_DOCUMENTS
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
     from pathlib import Path
@@ -133,6 +135,10 @@ async def test_crawl_with_limit_and_include_paths_through_the_waiter(
     assert job.completed == 12
 
 
+CRAWLED = PAGE_DOCUMENTS + 5
+"""More documents than one page of a crawl's status holds."""
+
+
 async def test_two_replicas_start_poll_page_through_next_and_cancel(
     shared_replica: GatewayProcess, start_replica, site: TestSite
 ):
@@ -140,7 +146,7 @@ async def test_two_replicas_start_poll_page_through_next_and_cancel(
     (`next`) through the other, right after the start; then a second one is cancelled there."""
     first, second = shared_replica, await start_replica("g2")
     started = await asyncio.to_thread(
-        sdk(first).start_crawl, site.url("/"), limit=130, include_paths=["^/page/"]
+        sdk(first).start_crawl, site.url("/"), limit=CRAWLED, include_paths=["^/page/"]
     )
     early = await asyncio.to_thread(
         sdk(second).get_crawl_status, started.id, PaginationConfig(auto_paginate=False)
@@ -151,9 +157,9 @@ async def test_two_replicas_start_poll_page_through_next_and_cancel(
     pages = await _pages(sdk(second), started.id)
     assert len(pages) == 2
     urls = [doc.metadata_typed.source_url for page in pages for doc in page.data]
-    assert len(urls) == len(set(urls)) == 130 == job.completed
+    assert len(urls) == len(set(urls)) == CRAWLED == job.completed
     everything = await asyncio.to_thread(sdk(second).get_crawl_status, started.id)
-    assert len(everything.data) == 130
+    assert len(everything.data) == CRAWLED
     assert not await asyncio.to_thread(sdk(first).cancel_crawl, started.id)  # 409: it ended
 
     other = await asyncio.to_thread(

@@ -126,12 +126,13 @@ def _closed_port() -> int:
 @pytest.mark.long_running
 async def test_kill_one_worker_loses_nothing(topics, collector, site, start_worker):
     """Kill -9 one of two workers mid-flight: every request still ends (from the survivor);
-    duplicates carry the same result_id."""
+    duplicates carry the same result_id. (HTTP path: what a kill loses is Kafka's business,
+    whichever path renders; a kill while the browser renders is `test_failover`'s.)"""
     doomed, survivor = await asyncio.gather(start_worker("doomed"), start_worker("survivor"))
     requests = {
         f"k-{i}": [site.url(f"/slow?ms=1500&i={i}-{j}") for j in range(4)] for i in range(12)
     }
-    await produce(topics, [_request(rid, urls) for rid, urls in requests.items()])
+    await produce(topics, [_request(rid, urls, render="http") for rid, urls in requests.items()])
     await collector.wait_until(
         lambda seen: any(e.worker == "doomed" for e, _ in seen.events), deadline_s=120
     )
