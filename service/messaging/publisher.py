@@ -26,6 +26,13 @@ JSON_HEADERS: Final = [("content-type", b"application/json"), ("schema-version",
 CHUNK_OVERHEAD_BYTES: Final = 16_384
 """Room left in a message for key, headers and record framing when chunking."""
 
+BATCH_OVERHEAD_BYTES: Final = 4_096
+"""Room left in a partition's batch (its records' uncompressed bytes) below the largest
+message a topic takes (`max.message.bytes`, the message size plus this): aiokafka's default of
+16 KiB holds one page result, and a send to a partition whose batch is full waits until that
+batch has gone to the broker, so the results, records and cache entries of the pages of one
+partition went out one produce request at a time."""
+
 Delivery = asyncio.Future[object]
 
 
@@ -58,6 +65,7 @@ class Publisher:
             compression_type="zstd",
             linger_ms=0,  # what waits for an in-flight request is batched anyway
             max_request_size=int(settings.max_message_bytes),
+            max_batch_size=int(settings.max_message_bytes) - BATCH_OVERHEAD_BYTES,
         )
 
     @property
