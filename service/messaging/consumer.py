@@ -30,7 +30,6 @@ from service.logs import get_logger
 from service.messaging._assignor import learn_generation, sticky_assignor
 from service.messaging.closing import stop_consumer
 from service.messaging.consumer_spec import ConsumerSpec, RecordHandler
-from service.messaging.diagnosis import log_consumer_state
 from service.messaging.holds import HOLD_S, Holds
 from service.messaging.kafka_config import client_options
 from service.messaging.lag import forget_lag, update_lag
@@ -246,10 +245,6 @@ class RecordConsumer(Generic[H]):
         tp = TopicPartition(record.topic, record.partition)
         self._tracker.relieve(tp, record.offset)
         await self._commit({tp})
-
-    def log_state(self) -> None:
-        """Log why each assigned partition is or is not read now (SIGUSR1, with the tasks)."""
-        log_consumer_state(self)
 
     async def run(self) -> None:
         """Consume until `stop()`; then finish or hand back in-flight work and commit."""

@@ -23,6 +23,7 @@ from service.http import StaticFetcher
 from service.http.robots import HttpRobotsSource, RobotsCache
 from service.logs import get_logger
 from service.messaging.consumer import RecordConsumer
+from service.messaging.diagnosis import log_consumer_state
 from service.messaging.publisher import Message, Publisher
 from service.messaging.seal import Seal
 from service.messaging.topics import check_copartitioned, ensure_topics, ready_partitions
@@ -329,7 +330,7 @@ class Worker:
         """SIGUSR1: where every task waits, and what each consumer reads and why not."""
         log_tasks()
         for consumer in self._consumers:
-            consumer.log_state()
+            log_consumer_state(consumer)
         if self._fetcher is not None:
             scheduler = self._fetcher.scheduler
             log.warning(
