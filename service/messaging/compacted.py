@@ -36,7 +36,9 @@ SlotT = TypeVar("SlotT")
 
 
 def _consumer(
-    settings: Settings, fetch_bytes: int | None, client: Callable[..., AIOKafkaConsumer]
+    settings: Settings,
+    fetch_bytes: int | None,
+    client: Callable[..., AIOKafkaConsumer] = AIOKafkaConsumer,
 ) -> AIOKafkaConsumer:
     sizes = {} if fetch_bytes is None else {
         "max_partition_fetch_bytes": fetch_bytes,
@@ -147,7 +149,7 @@ class OffsetReader:
     def __init__(self, settings: Settings, topic: str, *, fetch_bytes: int | None = None) -> None:
         self._topic = topic
         self._timeout_s = settings.kafka_timeout.total_seconds()
-        self._consumer = _consumer(settings, fetch_bytes, AIOKafkaConsumer)
+        self._consumer = _consumer(settings, fetch_bytes)
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:
