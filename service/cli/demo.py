@@ -18,7 +18,7 @@ from service.cli.follow_view import follow_live
 from service.client import CrawlClient
 from service.contracts import CrawlOptions, CrawlSpec
 from service.logs import configure_logging
-from service.messaging.topics import ensure_topics
+from service.messaging.topics import ensure_topics, ready_partitions
 from service.metrics import Metrics
 from service.worker.app import Worker
 
@@ -97,6 +97,7 @@ async def _demo(settings: Settings) -> int:
             }
         )
         await ensure_topics(settings)
+        await ready_partitions(settings)  # the client below looks the topics up at once
         worker = Worker(settings, Metrics())
         running = asyncio.create_task(worker.run())
         crawling = asyncio.create_task(_crawl(settings, base_url))

@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 NO_LEADER = -1
 """The leader of a partition that has none (yet)."""
 
+LEADER_NOT_AVAILABLE = 5
+"""A topic-level error of a topic that exists but whose partitions have no leader yet (made a
+moment ago, on a loaded broker): described, with its partitions once the broker knows them."""
+
+DESCRIBE_RETRY_S = 0.1
+"""Pause between two looks at a topic that exists but is not described with partitions yet."""
+
 
 async def topic_leaders(settings: Settings, topics: Collection[str]) -> dict[str, dict[int, int]]:
     """Partition -> leader (`NO_LEADER` while it has none) of each of `topics` that exists,
@@ -44,18 +51,32 @@ async def topic_leaders(settings: Settings, topics: Collection[str]) -> dict[str
 
 
 def leaders_in(described: list[tuple[object, ...]]) -> dict[str, dict[int, int]]:
-    """Partition -> leader of each topic a metadata response describes without an error
-    (version 0 has no `is_internal`; the partitions are last in every version)."""
+    """Partition -> leader of each topic a metadata response describes as existing: without
+    an error, or waiting for its leaders (then its partitions may still be missing). Version 0
+    has no `is_internal`; the partitions are last in every version."""
     found: dict[str, dict[int, int]] = {}
+    exists = {0, LEADER_NOT_AVAILABLE}
     for error_code, name, *_, partitions in described:
-        if error_code == 0 and isinstance(name, str) and isinstance(partitions, list | tuple):
+        if error_code in exists and isinstance(name, str) and isinstance(partitions, list | tuple):
             found[name] = {int(p[1]): int(p[2]) for p in partitions}
     return found
 
 
 async def partitions_of(settings: Settings, topic: str) -> set[int]:
-    """The partition numbers of `topic`, from a fresh metadata request."""
-    partitions = (await topic_leaders(settings, [topic])).get(topic)
-    if not partitions:
-        raise BrokerUnavailableError(f"topic {topic} does not exist (is a worker running?)")
-    return set(partitions)
+    """The partition numbers of `topic`, from a fresh metadata request; a topic that exists
+    but is not described with its partitions yet is asked about again until it is, within the
+    Kafka deadline."""
+    deadline_s = settings.kafka_timeout.total_seconds()
+    try:
+        async with asyncio.timeout(deadline_s):
+            while True:
+                partitions = (await topic_leaders(settings, [topic])).get(topic)
+                if partitions is None:
+                    msg = f"topic {topic} does not exist (is a worker running?)"
+                    raise BrokerUnavailableError(msg)
+                if partitions:
+                    return set(partitions)
+                await asyncio.sleep(DESCRIBE_RETRY_S)
+    except TimeoutError as exc:
+        msg = f"topic {topic} has no partitions described after {deadline_s:.0f} s"
+        raise BrokerUnavailableError(msg) from exc

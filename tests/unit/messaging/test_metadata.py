@@ -22,6 +22,8 @@ class _Cluster:
     def __init__(self, topics: dict[str, dict[int, int]]) -> None:
         self.topics = topics
         self.requests: list[MetadataRequest] = []
+        self.leaderless: dict[str, int] = {}
+        """Topic -> how many more looks describe it as LEADER_NOT_AVAILABLE, no partitions."""
 
     def __call__(self, **_: Any) -> _Cluster:
         return self
@@ -36,16 +38,19 @@ class _Cluster:
         self.requests.append(request)
         asked = request._topics  # noqa: SLF001 (what the request carries)
         names = list(self.topics) if asked is None else asked
-        described = [
-            (0, name, False, [(0, p, leader, [1], [1]) for p, leader in self.topics[name].items()])
-            if name in self.topics
-            else (3, name, False, [])
-            for name in names
-        ]
+        described = [self._describe(name) for name in names]
         return type("Response", (), {"topics": described})()
 
     async def close(self) -> None:
         return None
+
+    def _describe(self, name: str) -> tuple[object, ...]:
+        if name not in self.topics:
+            return (3, name, False, [])
+        if self.leaderless.get(name, 0) > 0:
+            self.leaderless[name] -= 1
+            return (5, name, False, [])
+        return (0, name, False, [(0, p, lead, [1], [1]) for p, lead in self.topics[name].items()])
 
 
 @pytest.fixture
@@ -80,4 +85,15 @@ async def test_leaders_are_given_for_the_topics_that_exist(cluster: _Cluster) ->
 def test_every_response_version_is_read() -> None:
     version_0 = [(0, "a", [(0, 0, 1, [1], [1])]), (3, "b", [])]
     version_5 = [(0, "a", False, [(0, 0, 1, [1], [1], [])]), (5, "b", False, [])]
-    assert leaders_in(version_0) == leaders_in(version_5) == {"a": {0: 1}}
+    assert leaders_in(version_0) == {"a": {0: 1}}
+    assert leaders_in(version_5) == {"a": {0: 1}, "b": {}}  # b exists, without leaders yet
+
+
+async def test_a_topic_made_a_moment_ago_is_waited_for_until_described(
+    cluster: _Cluster,
+) -> None:
+    # A loaded broker answers LEADER_NOT_AVAILABLE for a topic it has just made: it exists,
+    # its partitions come with its leaders (the demo's client used to stop here).
+    cluster.leaderless["ours"] = 3
+    assert await partitions_of(SETTINGS, "ours") == {0, 1}
+    assert len(cluster.requests) == 4
