@@ -1,4 +1,5 @@
-# Crawlstream worker: Debian's Chromium, the locked Python packages, non-root, tini as PID 1.
+# Crawlstream worker: Chromium's headless shell from Debian, the locked Python packages,
+# non-root, tini as PID 1.
 # The official base by default; BASE_IMAGE lets a machine without a registry build on a
 # stand-in with the same layout (scripts/container/base-image.sh, docs/containers.md).
 ARG BASE_IMAGE=python:3.11-slim-bookworm
@@ -14,12 +15,12 @@ FROM ${BASE_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    CRAWL_BROWSER_EXECUTABLE=/usr/bin/chromium \
+    CRAWL_BROWSER_EXECUTABLE=/usr/bin/chromium-headless-shell \
     CRAWL_LOG_FORMAT=json
 
 # libatomic1: Playwright's bundled Node (the browser's driver) links it; slim bases lack it.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends chromium tini fonts-liberation libatomic1 \
+ && apt-get install -y --no-install-recommends chromium-headless-shell tini fonts-liberation libatomic1 \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app

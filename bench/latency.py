@@ -29,7 +29,7 @@ from playwright.async_api import async_playwright
 from testsite import serve
 
 from service.broker import LocalBroker
-from service.browser.launch import CHROMIUM_ARGS
+from service.browser.launch import CHROMIUM_ARGS, system_chromium
 from service.contracts import (
     CrawlOptions,
     CrawlRequest,
@@ -62,7 +62,7 @@ def quantiles(values: list[float]) -> tuple[float, float]:
 async def bare(url: str, samples: int) -> list[float]:
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", args=list(CHROMIUM_ARGS), headless=True
+            executable_path=system_chromium(), args=list(CHROMIUM_ARGS), headless=True
         )
         page = await (await browser.new_context()).new_page()
         times = []

@@ -38,7 +38,7 @@ from render_paths import render_rows
 from testsite import serve
 
 from service.broker import LocalBroker
-from service.browser.launch import CHROMIUM_ARGS
+from service.browser.launch import CHROMIUM_ARGS, system_chromium
 from service.contracts import CrawlOptions, Format
 
 DEFAULT_ROW = "service, default isolation"
@@ -197,11 +197,11 @@ async def _py_spy(pid: int, out: Path) -> asyncio.subprocess.Process:
     )  # fmt: skip
 
 
-def _chromium() -> str:
-    for candidate in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
-        if os.path.exists(candidate):  # noqa: PTH110
-            return candidate
-    raise SystemExit("no system Chromium found")
+def _chromium() -> Path:
+    found = system_chromium()
+    if found is None:
+        raise SystemExit("no system Chromium found")
+    return found
 
 
 async def main() -> None:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the system pieces the project needs when they are missing: Chromium from Debian, and
-# kcat (docs/contracts.md's example of a client in another language; its tests skip without it).
+# Installs the system pieces the project needs when they are missing: Chromium's headless shell
+# from Debian, and kcat (docs/contracts.md's example of a client in another language; its tests
+# skip without it).
 # Java 17 and Maven are expected on the machine (the broker's jars are resolved on first use).
 set -euo pipefail
 
@@ -17,11 +18,12 @@ apt_install() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
-if ! have chromium && ! have chromium-browser && ! have google-chrome; then
+# The headless shell: what the worker launches when it finds it (service/browser/launch.py).
+if ! have chromium-headless-shell; then
   if have apt-get; then
-    echo "Installing Chromium from Debian's packages..."
-    apt_install chromium
-  else
+    echo "Installing Chromium's headless shell from Debian's packages..."
+    apt_install chromium-headless-shell
+  elif ! have chromium && ! have chromium-browser && ! have google-chrome; then
     echo "No Chromium found and no apt-get: run '.venv/bin/playwright install chromium'" >&2
   fi
 fi

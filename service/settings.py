@@ -304,8 +304,8 @@ class Settings(BaseSettings):
 
     # --- Browser -------------------------------------------------------------------------
     browser_executable: Path | None = None
-    """Chromium to launch; default: Playwright's own build when installed, else `chromium`
-    on PATH."""
+    """Chromium to launch; default: Playwright's own build when installed, else
+    `chromium-headless-shell` on PATH, else `chromium`."""
     page_reuse_limit: int = Field(default=50, ge=1)
     """Navigations after which a pooled page is closed and replaced."""
     browser_recycle_pages: int = Field(default=2000, ge=1)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 from typing import TYPE_CHECKING
 
 import pytest
@@ -11,7 +10,7 @@ from aiohttp import web
 from playwright.async_api import async_playwright
 
 from service.browser.deadline import StepDeadline
-from service.browser.launch import CHROMIUM_ARGS
+from service.browser.launch import CHROMIUM_ARGS, system_chromium
 from service.browser.navigation import PROBE_SCRIPT, NavigationWatch
 from service.browser.settle import QUIET_S
 
@@ -60,7 +59,7 @@ async def test_a_settled_read_waits_for_the_document_to_be_parsed(slow_site: str
     whole document instead of reading its first part."""
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
-            executable_path=shutil.which("chromium"), args=list(CHROMIUM_ARGS)
+            executable_path=system_chromium(), args=list(CHROMIUM_ARGS)
         )
         try:
             context = await browser.new_context()
