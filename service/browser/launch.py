@@ -54,12 +54,16 @@ CRAWLER_FEATURES_OFF: Final = ("BackForwardCache", "SpareRendererForSitePerProce
   contexts of 2 pages, 480 pages: 116.6 CPU-ms a page with it, 86.2 without, 84.3 for one
   shared context)."""
 
-NO_UDP_FLAG: Final = "--webrtc-ip-handling-policy=disable_non_proxied_udp"
+NO_UDP_FLAGS: Final = (
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+)
 """WebRTC uses no UDP at all: no STUN, no TURN over UDP, no UDP candidates or checks (TURN
 over TCP and TLS goes through the proxy, which judges it like any CONNECT). Without it, one
 page's peer connections sent 404 UDP packets straight to 127.0.0.1, 127.0.0.2, ::1 and the
-machine's own address; with it, none. This Chromium ignores the older spelling
-`--force-webrtc-ip-handling-policy`."""
+machine's own address; with it, none. Each build reads one spelling and ignores the other:
+the full browser the first, the headless shell the second (without it the shell sent 94
+datagrams to each of those addresses)."""
 
 NO_RESOLVER_FLAG: Final = f"--host-resolver-rules=MAP * ^NOTFOUND, EXCLUDE {LOOPBACK}"
 """Chromium resolves no name itself: every name fails at once, before DNS or mDNS (WebRTC
@@ -71,7 +75,7 @@ NO_QUIC_FLAG: Final = "--disable-quic"
 """No HTTP/3 for page loads. WebTransport ignores this flag; what keeps its QUIC in is the
 proxy setting (with a proxy configured, Chromium sends no WebTransport packet at all)."""
 
-EGRESS_ARGS: Final = (NO_UDP_FLAG, NO_RESOLVER_FLAG, NO_QUIC_FLAG)
+EGRESS_ARGS: Final = (*NO_UDP_FLAGS, NO_RESOLVER_FLAG, NO_QUIC_FLAG)
 """Flags that keep every packet of the browser inside the egress proxy."""
 
 CHROMIUM_ARGS: Final = (
