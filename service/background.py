@@ -1,4 +1,5 @@
-"""Tasks started to run beside their starter, each kept until it is done; where tasks wait."""
+"""Tasks started to run beside their starter, each kept until it is done; a wait that a stop
+ends; where tasks wait."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from service.logs import get_logger
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine, Iterator
+    from collections.abc import Awaitable, Coroutine, Iterator
 
 T = TypeVar("T")
 
@@ -84,3 +85,21 @@ def log_tasks() -> None:
     for task in tasks:
         log.warning("task.waiting", task=task.get_name(), at=awaiting_at(task))
     log.warning("tasks.logged", tasks=len(tasks))
+
+
+async def unless_set(stop: asyncio.Event, work: Awaitable[T]) -> T | None:
+    """`work`'s result, or None when `stop` is set first. `work` is then cancelled and not
+    awaited (a wait that swallows its cancel would never end)."""
+    working = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({working, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        working.cancel()
+        raise
+    finally:
+        stopping.cancel()
+    if not working.done():
+        working.cancel()
+        return None
+    return working.result()

@@ -25,7 +25,7 @@ import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
 
-from service.background import Background, awaiting_at
+from service.background import Background, awaiting_at, unless_set
 from service.logs import get_logger
 from service.messaging._assignor import learn_generation, sticky_assignor
 from service.messaging.closing import stop_consumer
@@ -269,9 +269,7 @@ class RecordConsumer(Generic[H]):
             readable = self._consumer.assignment() - held
             if room > 0 and (readable or not held):
                 wait_ms = POLL_TIMEOUT_MS if not held else int(HELD_POLL_S * 1000)
-                batch = await self._consumer.getmany(
-                    *readable, timeout_ms=wait_ms, max_records=room
-                )
+                batch = await self._poll(*readable, timeout_ms=wait_ms, max_records=room)
                 self._metrics.last_poll.set(time.time())
                 if self._settled.is_set():
                     await self._take(batch)
@@ -284,7 +282,7 @@ class RecordConsumer(Generic[H]):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._room.wait(), HELD_POLL_S)
             else:  # all paused in the client: poll, so the group sees this member alive
-                batch = await self._consumer.getmany(timeout_ms=int(HELD_POLL_S * 1000))
+                batch = await self._poll(timeout_ms=int(HELD_POLL_S * 1000))
                 self._metrics.last_poll.set(time.time())
                 await self._rewind(batch)  # a new assignment's partitions are not paused yet
             if loop.time() >= next_commit:
@@ -333,16 +331,18 @@ class RecordConsumer(Generic[H]):
         """Wait until the assignment being applied is (True), or the consumer stops (False):
         a listener stuck on an unreachable broker must not keep a stop from taking effect."""
         if not self._settled.is_set():
-            waits = {
-                asyncio.ensure_future(self._settled.wait()),
-                asyncio.ensure_future(self._stopping.wait()),
-            }
-            try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for wait in waits:
-                    wait.cancel()
+            await unless_set(self._stopping, self._settled.wait())
         return self._settled.is_set()
+
+    async def _poll(
+        self, *partitions: TopicPartition, timeout_ms: int, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+        """`getmany`, or nothing once the consumer stops: during a rebalance aiokafka's poll
+        waits for the new assignment whatever its timeout, and with the broker gone that
+        assignment never comes."""
+        polled = self._consumer.getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
+        batch = await unless_set(self._stopping, polled)
+        return {} if batch is None else batch
 
     async def _take(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
         """Record each delivery durably (one commit for the batch), then start the records."""

@@ -322,10 +322,17 @@ class WorkerProcess:
                 await asyncio.sleep(0.2)
 
     async def terminate(self, deadline_s: float = 60.0) -> int:
+        """SIGTERM; the exit code once the process ended within `deadline_s`. A worker still
+        running then is asked where its tasks wait (`tasks_now`), and that is the error."""
         assert self.process is not None
         if self.process.returncode is None:
             self.process.send_signal(signal.SIGTERM)
-        return await asyncio.wait_for(self.process.wait(), deadline_s)
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.process.wait()), deadline_s)
+        except TimeoutError:
+            waiting = self.tasks_now()
+            message = f"{self.name} still running {deadline_s:.0f} s after SIGTERM"
+            raise AssertionError(f"{message}; its tasks wait at:\n{waiting}") from None
 
     async def kill(self) -> None:
         """SIGKILL the worker and every process of its group, as when its container dies."""

@@ -428,6 +428,10 @@ class FakeKafkaConsumer:
         """Called inside each `getmany` before it answers (a rebalance landing meanwhile)."""
         self.polls: list[int] = []
         """The `timeout_ms` of each `getmany`, in order (it answers at once)."""
+        self.rebalanced = asyncio.Event()
+        """Clear while a rebalance is in progress: `getmany` then waits for it, whatever its
+        `timeout_ms`, as aiokafka's does (`wait_for_assignment`)."""
+        self.rebalanced.set()
         self.ends_asked: list[set[TopicPartition]] = []
         """The partitions of each `end_offsets`, in order (it answers after one turn of the
         event loop: their ends in `log`)."""
@@ -469,6 +473,7 @@ class FakeKafkaConsumer:
         their positions, at most `max_records`."""
         self.polls.append(timeout_ms)
         await asyncio.sleep(0)
+        await self.rebalanced.wait()
         if self.during_poll is not None:
             self.during_poll()
         left = max_records if max_records is not None else 1_000_000

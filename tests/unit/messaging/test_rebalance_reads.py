@@ -119,3 +119,20 @@ async def test_a_stop_is_not_held_up_by_an_assignment_that_never_ends_applying()
     finally:
         assigning.cancel()
     assert handled == []
+
+
+async def test_a_stop_is_not_held_up_by_a_poll_waiting_for_a_rebalance_to_end():
+    """The broker gone during a rebalance: aiokafka's poll waits for the assignment without
+    its timeout, and the assignment never comes. A stop still ends the loop (a clean-clone
+    run's worker did not exit within 90 s of SIGTERM)."""
+    fake = FakeKafkaConsumer({TP})
+    fake.log[TP] = [_record(offset) for offset in OFFSETS]
+    handled: list[int] = []
+    consumer = _consumer(fake, handled)
+    fake.rebalanced.clear()  # never ends
+    polling = asyncio.create_task(consumer._loop())  # noqa: SLF001
+    await until(lambda: len(fake.polls) == 1)
+    consumer.stop()
+    await asyncio.wait_for(polling, 5)
+    assert fake.handed_out == []
+    assert handled == []
