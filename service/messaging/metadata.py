@@ -9,9 +9,10 @@ start. A look never creates a topic, whatever the cluster's `auto.create.topics.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import LeaderNotAvailableError
 from aiokafka.protocol.metadata import MetadataRequest
 
 from service.errors import BrokerUnavailableError
@@ -25,12 +26,12 @@ if TYPE_CHECKING:
 NO_LEADER = -1
 """The leader of a partition that has none (yet)."""
 
-LEADER_NOT_AVAILABLE = 5
+LEADER_NOT_AVAILABLE: Final = LeaderNotAvailableError.errno
 """A topic-level error of a topic that exists but whose partitions have no leader yet (made a
 moment ago, on a loaded broker): described, with its partitions once the broker knows them."""
 
-DESCRIBE_RETRY_S = 0.1
-"""Pause between two looks at a topic that exists but is not described with partitions yet."""
+DESCRIBE_RETRY_S: Final = 0.1
+"""Pause between two looks at a topic made a moment ago, until the broker describes it."""
 
 
 async def topic_leaders(settings: Settings, topics: Collection[str]) -> dict[str, dict[int, int]]:

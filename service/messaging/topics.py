@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError, for_code
+from aiokafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError, for_code
 from aiokafka.partitioner import DefaultPartitioner
 
 from service.errors import BrokerUnavailableError, ConfigurationError
 from service.messaging.kafka_config import client_options
-from service.messaging.metadata import topic_leaders
+from service.messaging.metadata import DESCRIBE_RETRY_S, LEADER_NOT_AVAILABLE, topic_leaders
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -26,13 +26,10 @@ if TYPE_CHECKING:
     from service.settings import Settings
 
 ADMIN_DEADLINE_S: Final = 30.0
-
-DESCRIBE_RETRY_S: Final = 0.1
-"""Pause between descriptions of a topic made a moment ago, until the broker has it."""
-
-_NOT_YET: Final = frozenset({3, 5})
-"""UNKNOWN_TOPIC_OR_PARTITION and LEADER_NOT_AVAILABLE: a topic made a moment ago."""
 """Deadline for connecting the admin client, creating topics and waiting for their leaders."""
+
+_NOT_YET: Final = frozenset({UnknownTopicOrPartitionError.errno, LEADER_NOT_AVAILABLE})
+"""A topic made a moment ago: not yet known to the broker, or without its leaders yet."""
 
 LEADER_POLL_S: Final = 0.2
 """Pause between two looks at new topics that do not have all their leaders yet."""
