@@ -20,13 +20,9 @@ from pathlib import Path
 from _common import mib
 from _cpu import cpu_lines
 from testsite import serve
-from throughput import Run, _urls, service
+from throughput import Run, _urls, cpu_ms, service
 
 from service.broker import LocalBroker
-
-
-def _cpu_ms(run: Run, pages: int) -> float:
-    return sum(run.cpu.values()) * 1000 / pages
 
 
 async def main() -> None:
@@ -53,12 +49,12 @@ async def main() -> None:
     print(f"pages: {pages}, concurrency: {slots}")
     print(f"{'':<12}{'pages/s':>10}{'CPU-ms/page':>14}{'peak PSS':>14}")
     for label, run in rows.items():
-        print(f"{label:<12}{run.rate:>10.2f}{_cpu_ms(run, pages):>14.1f}{mib(run.pss):>14}")
+        print(f"{label:<12}{run.rate:>10.2f}{cpu_ms(run, pages):>14.1f}{mib(run.pss):>14}")
     for label, run in rows.items():
         for line in cpu_lines(label, run.cpu, pages):
             print(line)
     rate = {name: sum(rows[f"{name} #{n}"].rate for n in (1, 2)) for name in builds}
-    cpu = {name: sum(_cpu_ms(rows[f"{name} #{n}"], pages) for n in (1, 2)) for name in builds}
+    cpu = {name: sum(cpu_ms(rows[f"{name} #{n}"], pages) for n in (1, 2)) for name in builds}
     print(f"pages/s, shell / full: {rate['shell'] / rate['full']:.3f}")
     print(f"CPU per page, shell / full: {cpu['shell'] / cpu['full']:.3f}")
 

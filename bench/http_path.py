@@ -19,15 +19,11 @@ from pathlib import Path
 
 from _common import mib
 from testsite import serve
-from throughput import Run, _urls, service
+from throughput import Run, _urls, cpu_ms, service
 
 from service.broker import LocalBroker
 
 SLOTS = 8
-
-
-def _cpu_ms(run: Run, pages: int) -> float:
-    return sum(run.cpu.values()) * 1000 / pages
 
 
 async def main() -> None:
@@ -54,7 +50,7 @@ async def main() -> None:
                 f"{who:<7}{run.rate:>8.1f} pages/s {mib(run.pss):>10}  CPU-ms: {roles}", flush=True
             )
     rate = {who: sum(run.rate for run in runs) for who, runs in rows.items()}
-    cpu = {who: sum(_cpu_ms(run, pages) for run in runs) for who, runs in rows.items()}
+    cpu = {who: sum(cpu_ms(run, pages) for run in runs) for who, runs in rows.items()}
     print(
         f"http path, pages/s, this checkout / {args.baseline}: {rate['ours'] / rate['theirs']:.3f}"
     )

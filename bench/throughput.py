@@ -64,6 +64,11 @@ class Run:
     cpu: dict[str, float] = field(default_factory=dict)
 
 
+def cpu_ms(run: Run, pages: int) -> float:
+    """CPU-ms a page of every role of `run` together."""
+    return sum(run.cpu.values()) * 1000 / pages
+
+
 def _urls(base: str, pages: int, run: str) -> list[str]:
     return [f"{base}/page/{n}?run={run}" for n in range(pages)]
 
