@@ -21,6 +21,8 @@ from service.settings import load_settings
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from service.settings import Settings
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crawlstream", description=__doc__)
@@ -129,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         settings = load_settings()
         configure_logging(settings)
+        _before_loop(args, settings)
         with authentication_reported(settings):
             code = asyncio.run(_dispatch(args, settings))
     except KafkaAuthenticationError as exc:
@@ -142,6 +145,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         code = 130
     sys.exit(code)
+
+
+def _before_loop(args: argparse.Namespace, settings: Settings) -> None:
+    """What a command does while its process runs one thread: a worker that fetches forks its
+    content template here (`offload.reserve_template`)."""
+    if args.command == "worker" and (args.role or settings.role) != "coordinator":
+        from service.content.offload import reserve_template  # noqa: PLC0415 - workers only
+
+        reserve_template()
 
 
 def _fail(message: str, code: int) -> int:

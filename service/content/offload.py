@@ -23,6 +23,8 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Self, TypeVar, TypeVarTuple, cast
 
@@ -82,11 +84,47 @@ class ContentFailedError(PermanentError):
     """A content process died, or its answer could not be sent back."""
 
 
+class _Forked:
+    """The part of `subprocess.Popen` a template uses, for a template forked from this
+    process (`reserve_template`), which this process reaps."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid == 0:
+                    return None
+                self.returncode = os.waitstatus_to_exitcode(status)
+            if self.returncode is None:  # reaped by someone else
+                self.returncode = 0
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+            time.sleep(_REAP_STEP_S)
+        return code
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+_REAP_STEP_S: Final = 0.01
+
+
 @dataclass(slots=True, eq=False)
 class _Template:
     """The process that has imported the content work and forks the children."""
 
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | _Forked
     control: socket.socket
 
     @classmethod
@@ -100,11 +138,31 @@ class _Template:
             )
         return cls(process=process, control=ours)
 
+    @classmethod
+    def fork(cls) -> _Template:
+        """The template as a fork of this process, which must run one thread and no event
+        loop (see `reserve_template`)."""
+        from service.content import _child  # noqa: PLC0415 (imports the content work)
+
+        ours, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child's coverage is not collected)
+            code = 0
+            try:
+                ours.close()
+                _child.template(theirs)
+            except BaseException:  # noqa: BLE001 (a fork must never return into the caller)
+                code = 1
+            finally:
+                os._exit(code)
+        theirs.close()
+        return cls(process=_Forked(pid), control=ours)
+
     @property
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def fork(self) -> socket.socket:
+    def spawn(self) -> socket.socket:
         """The worker's end of a socket to a new child (ready once it sends its pid); OSError
         when the template is gone."""
         ours, theirs = socket.socketpair()
@@ -122,6 +180,20 @@ class _Template:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(STOP_DEADLINE_S)
+
+
+_reserved: list[_Template] = []
+
+
+def reserve_template() -> None:
+    """Fork the content template from this process now, for the first `ContentPool` to take.
+
+    Call it before the event loop starts, while the process runs one thread: the fork shares
+    the imports the worker has made anyway (copy-on-write), where a template started with
+    exec pays an interpreter and the content work's imports again (0.5 CPU s a worker start).
+    A template that dies later is started with exec, as the worker then runs threads."""
+    if threading.active_count() == 1 and not _reserved:
+        _reserved.append(_Template.fork())
 
 
 @dataclass(slots=True, eq=False)
@@ -329,14 +401,16 @@ class ContentPool:
 
     def _new_child(self) -> _Child:
         """A child forked by the template (started, or started again when it died)."""
+        if self._template is None and _reserved:
+            self._template = _reserved.pop()
         if self._template is None or not self._template.alive:
             self._template = _Template.start()
         try:
-            return _Child(sock=self._template.fork())
+            return _Child(sock=self._template.spawn())
         except OSError:
             self._template.process.kill()
             self._template = _Template.start()
-            return _Child(sock=self._template.fork())
+            return _Child(sock=self._template.spawn())
 
 
 _installed: list[ContentPool] = []

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
+from typing import Any, Final
 
 import pytest
 
@@ -105,3 +108,58 @@ async def test_the_content_processes_start_without_rich() -> None:
         loaded = await pool.run(eval, "[m for m in __import__('sys').modules if 'rich' in m]")
         assert loaded == ["rich"]  # the entry that stops its import, nothing else
         assert await pool.run(eval, "__import__('structlog').dev.rich") is None
+
+
+RESERVING: Final = """
+import asyncio, json, os, sys, threading
+from service.content import offload
+
+def described(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        program = f.read().split(b"\\0")[1:-1]
+    with open(f"/proc/{pid}/stat") as f:
+        parent = int(f.read().rsplit(")", 1)[1].split()[1])
+    return {"pid": pid, "parent": parent, "program": [part.decode() for part in program]}
+
+async def main():
+    async with offload.ContentPool(processes=1, budget_s=20) as pool:
+        template = described(await pool.run(os.getppid))
+    template["ended"] = not os.path.exists(f"/proc/{template['pid']}")
+    return {"self": os.getpid(), "template": template}
+
+mode = sys.argv[1]
+if mode == "threads":
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+offload.reserve_template()
+if mode == "died":
+    offload._reserved[0].process.kill()
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+def _template_of(mode: str) -> dict[str, Any]:
+    """The content template of a pool in a process that called `reserve_template`."""
+    done = subprocess.run(
+        [sys.executable, "-c", RESERVING, mode], capture_output=True, check=True, timeout=60
+    )
+    answer: dict[str, Any] = json.loads(done.stdout)
+    template: dict[str, Any] = answer["template"]
+    assert template["parent"] == answer["self"]
+    assert template["ended"]
+    return template
+
+
+def test_a_worker_forks_its_content_template_before_its_event_loop() -> None:
+    """`reserve_template` forks the template from the process while it runs one thread: it
+    runs the process's own program, not an interpreter started anew (whose imports cost
+    0.5 CPU s a worker start), and ends with the pool."""
+    assert _template_of("one thread")["program"] == ["-c", RESERVING, "one thread"]
+
+
+def test_a_template_is_started_anew_when_threads_run_or_the_reserved_one_died() -> None:
+    """With threads running a fork could copy a lock another thread holds: the pool starts
+    its template with exec, as it does when the reserved one died before the pool took it."""
+    for mode in ("threads", "died"):
+        program = _template_of(mode)["program"]
+        assert program[0] == "-c"
+        assert "service.content._child" in program[1]
