@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import time
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 import structlog
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from service.settings import Settings
 
 OWN_LOGGERS: Final = "service"
@@ -75,6 +78,44 @@ class ExpectedWhileAGroupForms(logging.Filter):
         return self.threshold <= EXPECTED_LEVEL
 
 
+LIBRARIES: Final = "aiokafka"
+"""The library whose records repeat: each of its clients retries a broker it cannot reach
+every 100 ms and logs each attempt (a worker's dozen clients: about 200 lines a second while
+the broker is down)."""
+
+REPEAT_WINDOW_S: Final = 10.0
+"""A record of `LIBRARIES` whose message (its format string) came within this many seconds
+is dropped and counted; the next one after the window says how many (`repeated`)."""
+
+
+class RepeatsOfALibrary(logging.Filter):
+    """Lets one record of each `LIBRARIES` message through per `REPEAT_WINDOW_S`, and gives
+    the next one the count of those dropped in between."""
+
+    def __init__(
+        self, window_s: float = REPEAT_WINDOW_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__()
+        self._window_s = window_s
+        self._clock = clock
+        self._seen: dict[tuple[str, str], tuple[float, int]] = {}
+        """(logger, message) -> when one last went through, how many dropped since."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(LIBRARIES):
+            return True
+        key = (record.name, str(record.msg))
+        now = self._clock()
+        passed_at, dropped = self._seen.get(key, (None, 0))
+        if passed_at is not None and now - passed_at < self._window_s:
+            self._seen[key] = (passed_at, dropped + 1)
+            return False
+        self._seen[key] = (now, 0)
+        if dropped:
+            record.repeated = dropped
+        return True
+
+
 def _expected(record: logging.LogRecord) -> bool:
     return any(
         record.name == name and pattern.fullmatch(record.getMessage())
@@ -103,6 +144,7 @@ def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:
     handler.set_name(HANDLER_NAME)
     handler.setFormatter(_formatter(settings, stream, shared))
     handler.addFilter(ExpectedWhileAGroupForms(libraries))
+    handler.addFilter(RepeatsOfALibrary())
     _install(handler, level, libraries)
 
 
@@ -116,7 +158,7 @@ def _formatter(settings: Settings, stream: TextIO, shared: list[Any]) -> logging
         else [structlog.dev.ConsoleRenderer()]
     )
     return structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=shared,
+        foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder(allow=("repeated",))],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
     )
 

@@ -18,7 +18,7 @@ from aiokafka.errors import (
 from aiokafka.structs import TopicPartition
 
 from service.cli.demo import logs_to_file
-from service.logs import configure_logging, get_logger
+from service.logs import REPEAT_WINDOW_S, RepeatsOfALibrary, configure_logging, get_logger
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -158,3 +158,34 @@ def test_the_demo_logs_to_its_file_and_gives_standard_error_back(
     ]
     assert [line["event"] for line in _lines(capsys)] == ["demo.stopped"]
     assert path.parent == tmp_path
+
+
+def test_a_library_message_repeated_within_the_window_is_one_line_then_a_count(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """aiokafka logs each retry of a broker it cannot reach (a worker's clients: ~200 lines a
+    second while the broker is down): one line per message and window, the next one with the
+    count of those dropped; our own lines are never dropped."""
+    _configure()
+    now = [100.0]
+    handler = next(h for h in logging.getLogger().handlers if h.get_name() == "crawlstream")
+    repeats = next(f for f in handler.filters if isinstance(f, RepeatsOfALibrary))
+    repeats._clock = lambda: now[0]  # noqa: SLF001 - the window without waiting it out
+    client = logging.getLogger("aiokafka.client")
+    ours = get_logger("service.worker")
+    for attempt in range(200):
+        client.error("Unable connect to node with id %s: %s", 1, f"refused {attempt}")
+        client.error("Unable to update metadata from %s", [1])
+        if attempt % 100 == 0:
+            ours.warning("kafka.unreachable", attempt=attempt)
+        now[0] += 0.01
+    now[0] += REPEAT_WINDOW_S
+    client.error("Unable connect to node with id %s: %s", 1, "refused again")
+    lines = _lines(capsys)
+    assert [(line["event"][:24], line.get("repeated")) for line in lines] == [
+        ("Unable connect to node w", None),
+        ("Unable to update metadat", None),
+        ("kafka.unreachable", None),
+        ("kafka.unreachable", None),
+        ("Unable connect to node w", 199),
+    ]
