@@ -14,6 +14,8 @@ from service.contracts import CrawlRequest, ErrorCode, EventType, dump
 
 pytestmark = pytest.mark.integration
 
+CHARGE_DEADLINE_S = 30.0
+
 STATIC = {"CRAWL_STATIC_MEMBERSHIP": "true"}
 """A restarted static member takes its partitions back at once (no session-timeout wait)."""
 
@@ -65,11 +67,13 @@ async def test_a_page_that_kills_its_fetcher_gets_a_poison_result(
         deadline_s=120,
     )  # the other page answered, this one loading in the lane
     await first.kill()
+    group = topics.env()["CRAWL_FETCHER_GROUP_ID"]
     for death in range(1, 5):
         worker = await start_worker(f"poison-{death}", CRAWL_WORKER_NAME="pw", **STATIC)
         await collector.wait_until(
             lambda _, n=death: site.hits["/slow/poison-1"] > n, deadline_s=120
-        )  # the page is loading: its record is charged
+        )  # the page is loading
+        await _until_charged(topics.bootstrap, group, deliveries=death - 1)
         await worker.kill()
     survivor = await start_worker("poison-last", CRAWL_WORKER_NAME="pw", **STATIC)
     await collector.wait_until(
@@ -96,6 +100,27 @@ async def test_a_page_that_kills_its_fetcher_gets_a_poison_result(
     events = [entry["event"] for entry in survivor.events()]
     assert "page.poison" in events
     assert "request.poison" not in events
+
+
+async def _until_charged(bootstrap: str, group: str, *, deliveries: int) -> None:
+    """Wait until the fetchers' group has committed a charge of the rendering page: a suspect
+    or a delivery (`deliveries` 0), else `deliveries` counted deliveries. The charge is
+    committed beside the render, within a poll of its start (docs/decisions/
+    charge-while-rendering.md): a kill before it lands is not counted."""
+    from service.messaging.offsets import decode_metadata  # noqa: PLC0415
+
+    async def charged() -> bool:
+        for position, metadata in (await _group_offsets(bootstrap, group)).values():
+            _, counts, _, suspects = decode_metadata(metadata, position)
+            if deliveries == 0 and (suspects or counts):
+                return True
+            if deliveries and any(n >= deliveries for n in counts.values()):
+                return True
+        return False
+
+    async with asyncio.timeout(CHARGE_DEADLINE_S):
+        while not await charged():
+            await asyncio.sleep(0.3)
 
 
 def _owns_page_partitions(worker) -> bool:
