@@ -133,6 +133,7 @@ if mode == "threads":
 offload.reserve_template()
 if mode == "died":
     offload._reserved[0].process.kill()
+    offload._reserved[0].process.wait(5)  # reaped: the pool sees it gone
 print(json.dumps(asyncio.run(main())))
 """
 
