@@ -13,9 +13,13 @@ unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup demo test test-container container-images check lint unit integration schemas bench bench-scaling bench-latency bench-failover bench-deep bench-group clean
 
-## Install what is missing: Chromium (apt), the virtual environment, the locked packages.
-setup: $(STAMP)
-	@bash scripts/ensure-system.sh
+## Install what is missing: Chromium (apt), the virtual environment, the locked packages. The
+## system part (apt, npm ci) runs beside the environment's build: neither needs the other.
+setup:
+	@bash scripts/ensure-system.sh & system=$$!; \
+	built=0; $(MAKE) --no-print-directory $(STAMP) || built=$$?; \
+	ensured=0; wait $$system || ensured=$$?; \
+	[ $$built -eq 0 ] && [ $$ensured -eq 0 ]
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
