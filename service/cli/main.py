@@ -149,9 +149,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _before_loop(args: argparse.Namespace, settings: Settings) -> None:
     """What a command does while its process runs one thread: a worker that fetches forks its
-    content template here (`offload.reserve_template`)."""
+    content template here (`service.content.template.reserve_template`)."""
     if args.command == "worker" and (args.role or settings.role) != "coordinator":
-        from service.content.offload import reserve_template  # noqa: PLC0415 - workers only
+        from service.content.template import reserve_template  # noqa: PLC0415 - workers only
 
         reserve_template()
 

@@ -139,18 +139,16 @@ class _Template:
         return cls(process=process, control=ours)
 
     @classmethod
-    def fork(cls) -> _Template:
-        """The template as a fork of this process, which must run one thread and no event
-        loop (see `reserve_template`)."""
-        from service.content import _child  # noqa: PLC0415 (imports the content work)
-
+    def fork(cls, loop: Callable[[socket.socket], None]) -> _Template:
+        """The template as a fork of this process running `loop` on its end of the socket;
+        this process must run one thread and no event loop (see `reserve`)."""
         ours, theirs = socket.socketpair()
         pid = os.fork()
         if pid == 0:  # pragma: no cover (the child's coverage is not collected)
             code = 0
             try:
                 ours.close()
-                _child.template(theirs)
+                loop(theirs)
             except BaseException:  # noqa: BLE001 (a fork must never return into the caller)
                 code = 1
             finally:
@@ -185,15 +183,12 @@ class _Template:
 _reserved: list[_Template] = []
 
 
-def reserve_template() -> None:
-    """Fork the content template from this process now, for the first `ContentPool` to take.
-
-    Call it before the event loop starts, while the process runs one thread: the fork shares
-    the imports the worker has made anyway (copy-on-write), where a template started with
-    exec pays an interpreter and the content work's imports again (0.5 CPU s a worker start).
-    A template that dies later is started with exec, as the worker then runs threads."""
+def reserve(loop: Callable[[socket.socket], None]) -> None:
+    """Fork the content template (running `loop`) from this process now, for the first
+    `ContentPool` to take; nothing while other threads run (a fork could copy a lock one of
+    them holds). See `service.content.template.reserve_template`."""
     if threading.active_count() == 1 and not _reserved:
-        _reserved.append(_Template.fork())
+        _reserved.append(_Template.fork(loop))
 
 
 @dataclass(slots=True, eq=False)

@@ -112,7 +112,7 @@ async def test_the_content_processes_start_without_rich() -> None:
 
 RESERVING: Final = """
 import asyncio, json, os, sys, threading
-from service.content import offload
+from service.content import offload, template
 
 def described(pid):
     with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -130,7 +130,7 @@ async def main():
 mode = sys.argv[1]
 if mode == "threads":
     threading.Thread(target=threading.Event().wait, daemon=True).start()
-offload.reserve_template()
+template.reserve_template()
 if mode == "died":
     offload._reserved[0].process.kill()
     offload._reserved[0].process.wait(5)  # reaped: the pool sees it gone
