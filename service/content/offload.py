@@ -86,7 +86,7 @@ class ContentFailedError(PermanentError):
 
 class _Forked:
     """The part of `subprocess.Popen` a template uses, for a template forked from this
-    process (`reserve_template`), which this process reaps."""
+    process (`reserve`), which this process reaps."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
