@@ -450,6 +450,33 @@ async def test_every_compose_service_comes_up_healthy(cluster: Cluster):
     assert state(cluster.container("webhooks"))["Running"] is True
 
 
+BROKER_CHECKS_DEADLINE_S = 60
+"""Time for the broker's health check (every 5 s) to have run a few times more."""
+
+
+@lane
+async def test_the_brokers_health_check_starts_a_client_only_until_the_broker_answered(
+    cluster: Cluster,
+):
+    """Once a Kafka client got the broker's answer, the health check only looks at the port:
+    docker keeps its last five results, and those after the broker answered say so (a
+    `kafka-topics.sh` every 5 s was a JVM, about a CPU second, for the cluster's life)."""
+    kafka = cluster.container("kafka")
+
+    def results() -> list[str]:
+        log = state(kafka).get("Health", {}).get("Log") or []
+        return [str(entry["Output"]).strip() for entry in log if entry["ExitCode"] == 0]
+
+    await wait_for(
+        lambda: results()[-2:] == ["port open", "port open"],
+        BROKER_CHECKS_DEADLINE_S,
+        "two health checks of the broker by its port",
+    )
+    latest = results()
+    since = latest.index("answered") + 1 if "answered" in latest else 0
+    assert set(latest[since:]) == {"port open"}, latest
+
+
 @lane
 @pytest.mark.timeout(2 * CRAWL_DEADLINE_S)
 async def test_a_crawl_completes_and_a_docker_kill_of_a_worker_loses_nothing(
