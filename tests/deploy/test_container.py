@@ -463,18 +463,20 @@ async def test_the_brokers_health_check_starts_a_client_only_until_the_broker_an
     `kafka-topics.sh` every 5 s was a JVM, about a CPU second, for the cluster's life)."""
     kafka = cluster.container("kafka")
 
-    def results() -> list[str]:
+    port_open = (0, "port open")
+
+    def results() -> list[tuple[int, str]]:
         log = state(kafka).get("Health", {}).get("Log") or []
-        return [str(entry["Output"]).strip() for entry in log if entry["ExitCode"] == 0]
+        return [(entry["ExitCode"], str(entry["Output"]).strip()) for entry in log]
 
     await wait_for(
-        lambda: results()[-2:] == ["port open", "port open"],
+        lambda: results()[-2:] == [port_open, port_open],
         BROKER_CHECKS_DEADLINE_S,
         "two health checks of the broker by its port",
     )
     latest = results()
-    since = latest.index("answered") + 1 if "answered" in latest else 0
-    assert set(latest[since:]) == {"port open"}, latest
+    since = latest.index((0, "answered")) + 1 if (0, "answered") in latest else 0
+    assert set(latest[since:]) == {port_open}, latest
 
 
 @lane
